@@ -1,0 +1,87 @@
+//! Engine configuration: plain serde structs whose defaults are the documented constants of
+//! each stage. Loaded from a TOML file (`--config`), then overridden by command-line flags.
+//!
+//! This module owns only the shape of the settings and reading them; each stage validates the
+//! values it uses.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::embed::EmbedConfig;
+use crate::error::{Error, Result};
+
+/// Every setting of the engine. Missing sections and keys take their defaults; unknown keys
+/// are an error, so a typo never goes unnoticed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// The embedding model.
+    pub embed: EmbedConfig,
+    /// Reading and writing conversations.
+    pub ingest: IngestConfig,
+}
+
+/// Settings of `myelin ingest`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IngestConfig {
+    /// Longest turn accepted, in bytes of UTF-8 (default 512 KiB); a longer one is an error.
+    pub max_turn_bytes: usize,
+    /// Turns embedded and appended per Lance write (default 2048): memory is bounded by this.
+    pub chunk_turns: usize,
+}
+
+impl Default for IngestConfig {
+    fn default() -> Self {
+        IngestConfig {
+            max_turn_bytes: crate::ingest::DEFAULT_MAX_TURN_BYTES,
+            chunk_turns: crate::ingest::pipeline::DEFAULT_CHUNK_TURNS,
+        }
+    }
+}
+
+impl Config {
+    /// Reads a TOML file.
+    pub fn from_file(path: &Path) -> Result<Config> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        Config::from_toml(&text).map_err(|e| match e {
+            Error::Format { place, message, .. } => Error::format(path, place, message),
+            other => other,
+        })
+    }
+
+    /// Parses TOML text.
+    pub fn from_toml(text: &str) -> Result<Config> {
+        toml::from_str(text).map_err(|e| {
+            let place = e.span().map(|s| format!("byte {}", s.start)).unwrap_or_else(|| "document".into());
+            Error::format("<config>", place, e.message().to_string())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn example_config_parses_and_matches_defaults() {
+        let text = include_str!("../config/example.toml");
+        let parsed = Config::from_toml(text).expect("example.toml parses");
+        assert_eq!(parsed, Config::default(), "example.toml documents the defaults");
+    }
+
+    #[test]
+    fn unknown_key_is_an_error_naming_it() {
+        let err = Config::from_toml("[ingest]\nmax_turn_byte = 3\n").expect_err("typo").to_string();
+        assert!(err.contains("max_turn_byte"), "{err}");
+    }
+
+    #[test]
+    fn partial_file_keeps_other_defaults() {
+        let cfg = Config::from_toml("[embed]\nbatch_size = 8\n").expect("parses");
+        assert_eq!(cfg.embed.batch_size, 8);
+        assert_eq!(cfg.embed.max_seq_len, 256);
+        assert_eq!(cfg.ingest, IngestConfig::default());
+    }
+}

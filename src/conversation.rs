@@ -1,0 +1,115 @@
+//! The data model every loader produces and every later stage consumes: conversations made of
+//! sessions of dated turns, plus the benchmark questions asked about them.
+//!
+//! This module owns plain data only. It must not parse files (that is `ingest`), embed text
+//! (`embed`) or touch storage (`store`).
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// Which public benchmark layout a conversation came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SourceFormat {
+    /// `locomo10.json`: a list of samples with `conversation` and `qa`.
+    Locomo,
+    /// A BEAM conversation directory: `chat.json` (+ `probing_questions.json`).
+    Beam,
+}
+
+impl SourceFormat {
+    /// The name used in the store and in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SourceFormat::Locomo => "locomo",
+            SourceFormat::Beam => "beam",
+        }
+    }
+}
+
+/// One conversation: the unit that is ingested, replaced and evaluated as a whole.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Conversation {
+    /// Stable id: LoCoMo `sample_id` (e.g. `conv-26`), BEAM `beam-<folder name>`.
+    pub id: String,
+    /// Where it came from.
+    pub format: SourceFormat,
+    /// Sessions in conversation order.
+    pub sessions: Vec<Session>,
+    /// Questions asked about it (may be empty).
+    pub questions: Vec<Question>,
+}
+
+impl Conversation {
+    /// All turns of all sessions, in conversation order.
+    pub fn turns(&self) -> impl Iterator<Item = &Turn> {
+        self.sessions.iter().flat_map(|s| s.turns.iter())
+    }
+
+    /// Number of turns over all sessions.
+    pub fn turn_count(&self) -> usize {
+        self.sessions.iter().map(|s| s.turns.len()).sum()
+    }
+}
+
+/// A session: LoCoMo `session_N`, BEAM batch `batch_number`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Session {
+    /// 1-based session number as the source numbers it.
+    pub index: u32,
+    /// When the session took place, where the source says (LoCoMo `session_N_date_time`).
+    pub date: Option<DateTime<Utc>>,
+    /// Turns in order.
+    pub turns: Vec<Turn>,
+}
+
+/// One dated turn of a conversation: what becomes an episode.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Turn {
+    /// The source's id: LoCoMo `dia_id` (`D3:12`), BEAM message id (`42`).
+    pub id: String,
+    /// Speaker name (LoCoMo) or role (`user` / `assistant`, BEAM).
+    pub speaker: String,
+    /// What was said. An image caption, where the turn shared a photo, is kept apart in
+    /// `image_caption`; [`Turn::embedding_text`] joins the two.
+    pub text: String,
+    /// Caption of a photo shared in the turn (LoCoMo `blip_caption`).
+    pub image_caption: Option<String>,
+    /// When it was said: the session's date (LoCoMo) or the latest time anchor (BEAM).
+    pub timestamp: Option<DateTime<Utc>>,
+    /// 0-based position in the whole conversation; orders turns that share a timestamp.
+    pub position: u32,
+}
+
+impl Turn {
+    /// The text that is embedded and searched: the turn's words, then the caption of the photo
+    /// it shared, if any.
+    pub fn embedding_text(&self) -> String {
+        match &self.image_caption {
+            Some(c) if !c.is_empty() => format!("{} [shared a photo: {c}]", self.text),
+            _ => self.text.clone(),
+        }
+    }
+}
+
+/// A benchmark question with its gold evidence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Question {
+    /// Stable id within the conversation: `<conversation>/q<index>` (LoCoMo),
+    /// `<conversation>/<ability>/<index>` (BEAM).
+    pub id: String,
+    /// The question text.
+    pub text: String,
+    /// LoCoMo category number as text (`1`..`5`) or BEAM ability (`temporal_reasoning`, …).
+    pub category: String,
+    /// Gold answer (LoCoMo `answer` or `adversarial_answer`, BEAM `answer` / `ideal_answer` /
+    /// `ideal_response` / `ideal_summary`), numbers rendered as text. Empty if none.
+    pub answer: String,
+    /// Evidence turn ids, repaired and resolved against the conversation's turns.
+    pub evidence: Vec<String>,
+    /// Evidence ids as the source wrote them that could not be resolved to a turn.
+    pub unresolved_evidence: Vec<String>,
+    /// True where the question has no answer in the conversation (LoCoMo category 5, BEAM
+    /// abstention).
+    pub adversarial: bool,
+}

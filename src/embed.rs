@@ -1,0 +1,293 @@
+//! Sentence embeddings with all-MiniLM-L6-v2, run by candle on the CPU.
+//!
+//! This module owns finding the model on disk ([`locate_model`]), tokenising, the BERT forward
+//! pass, attention-masked mean pooling and L2 normalisation: the same function as
+//! sentence-transformers computes for this model (truncation at 256 word pieces, [CLS] and
+//! [SEP] included). It must not read conversations or touch the store, and it never reaches
+//! the network: weights come from a local directory that `scripts/fetch-model.sh` fills.
+
+use std::path::{Path, PathBuf};
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config as BertConfig};
+use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
+
+use crate::error::{Error, Result};
+
+/// Width of every embedding the engine stores and compares.
+pub const EMBEDDING_DIM: usize = 384;
+
+/// Word pieces per text, [CLS] and [SEP] included, as sentence-transformers' `max_seq_length`.
+pub const DEFAULT_MAX_SEQ_LEN: usize = 256;
+
+/// Texts per forward pass. Batches are formed after sorting by length, so padding is small.
+pub const DEFAULT_BATCH_SIZE: usize = 32;
+
+/// Where the model directory is looked for when nothing names it, relative to the working
+/// directory.
+pub const DEFAULT_MODEL_DIR: &str = "models/all-MiniLM-L6-v2";
+
+/// Environment variable that names the model directory.
+pub const MODEL_DIR_ENV: &str = "MYELIN_MODEL_DIR";
+
+/// The files a model directory must hold (Hugging Face layout).
+const MODEL_FILES: [&str; 3] = ["model.safetensors", "tokenizer.json", "config.json"];
+
+/// Settings of the embedder.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EmbedConfig {
+    /// Model directory; `None` searches `$MYELIN_MODEL_DIR`, `./models/all-MiniLM-L6-v2`, then
+    /// the Hugging Face cache.
+    pub model_dir: Option<PathBuf>,
+    /// Texts per forward pass (default 32).
+    pub batch_size: usize,
+    /// Word pieces per text including [CLS]/[SEP] (default 256, as sentence-transformers).
+    pub max_seq_len: usize,
+}
+
+impl Default for EmbedConfig {
+    fn default() -> Self {
+        EmbedConfig { model_dir: None, batch_size: DEFAULT_BATCH_SIZE, max_seq_len: DEFAULT_MAX_SEQ_LEN }
+    }
+}
+
+/// Finds the all-MiniLM-L6-v2 directory: `explicit` if given, else `$MYELIN_MODEL_DIR`, else
+/// `./models/all-MiniLM-L6-v2`, else the newest snapshot in the Hugging Face cache
+/// (`$HF_HUB_CACHE`, `$HF_HOME/hub`, `~/.cache/huggingface/hub`).
+///
+/// A directory that is named (flag or variable) but incomplete is an error; it is not skipped.
+pub fn locate_model(explicit: Option<&Path>) -> Result<PathBuf> {
+    if let Some(dir) = explicit {
+        return check_model_dir(dir).map(|()| dir.to_path_buf());
+    }
+    if let Some(dir) = std::env::var_os(MODEL_DIR_ENV) {
+        let dir = PathBuf::from(dir);
+        return check_model_dir(&dir).map(|()| dir).map_err(|e| Error::Model(format!("${MODEL_DIR_ENV}: {e}")));
+    }
+    let mut looked = vec![DEFAULT_MODEL_DIR.to_string()];
+    let local = PathBuf::from(DEFAULT_MODEL_DIR);
+    if check_model_dir(&local).is_ok() {
+        return Ok(local);
+    }
+    for hub in hf_hub_dirs() {
+        let snapshots = hub.join("models--sentence-transformers--all-MiniLM-L6-v2").join("snapshots");
+        looked.push(snapshots.display().to_string());
+        let Ok(entries) = std::fs::read_dir(&snapshots) else { continue };
+        let mut candidates: Vec<(std::time::SystemTime, PathBuf)> = entries
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| check_model_dir(p).is_ok())
+            .map(|p| (std::fs::metadata(&p).and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH), p))
+            .collect();
+        candidates.sort();
+        if let Some((_, p)) = candidates.pop() {
+            return Ok(p);
+        }
+    }
+    Err(Error::Model(format!(
+        "no all-MiniLM-L6-v2 model found (looked in: {}); run scripts/fetch-model.sh, or pass --model-dir / set ${MODEL_DIR_ENV}",
+        looked.join(", ")
+    )))
+}
+
+fn hf_hub_dirs() -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(d) = std::env::var_os("HF_HUB_CACHE") {
+        dirs.push(PathBuf::from(d));
+    }
+    if let Some(d) = std::env::var_os("HF_HOME") {
+        dirs.push(PathBuf::from(d).join("hub"));
+    }
+    if let Some(home) = std::env::var_os("HOME") {
+        dirs.push(PathBuf::from(home).join(".cache/huggingface/hub"));
+    }
+    dirs
+}
+
+fn check_model_dir(dir: &Path) -> Result<()> {
+    if !dir.is_dir() {
+        return Err(Error::Model(format!("{} is not a directory; run scripts/fetch-model.sh", dir.display())));
+    }
+    let missing: Vec<&str> = MODEL_FILES.iter().copied().filter(|f| !dir.join(f).is_file()).collect();
+    if !missing.is_empty() {
+        return Err(Error::Model(format!(
+            "{} lacks {}; run scripts/fetch-model.sh",
+            dir.display(),
+            missing.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+/// all-MiniLM-L6-v2 loaded and ready: thread-safe, cheap to share behind an `Arc`.
+pub struct Embedder {
+    model: BertModel,
+    tokenizer: Tokenizer,
+    device: Device,
+    batch_size: usize,
+    dir: PathBuf,
+}
+
+impl std::fmt::Debug for Embedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Embedder").field("dir", &self.dir).field("batch_size", &self.batch_size).finish()
+    }
+}
+
+impl Embedder {
+    /// Loads the model found by [`locate_model`] from `config.model_dir`.
+    pub fn load(config: &EmbedConfig) -> Result<Self> {
+        if config.batch_size == 0 {
+            return Err(Error::InvalidArgument("embedding batch size must be at least 1".into()));
+        }
+        if config.max_seq_len < 2 {
+            return Err(Error::InvalidArgument("max sequence length must be at least 2 ([CLS] and [SEP])".into()));
+        }
+        let dir = locate_model(config.model_dir.as_deref())?;
+        let config_path = dir.join("config.json");
+        let text = std::fs::read_to_string(&config_path).map_err(|e| Error::io(&config_path, e))?;
+        let bert: BertConfig = serde_json::from_str(&text)
+            .map_err(|e| Error::format(&config_path, format!("line {}", e.line()), e.to_string()))?;
+        if bert.hidden_size != EMBEDDING_DIM {
+            return Err(Error::Model(format!(
+                "{}: hidden_size is {}, expected {EMBEDDING_DIM} (all-MiniLM-L6-v2)",
+                config_path.display(),
+                bert.hidden_size
+            )));
+        }
+        if config.max_seq_len > bert.max_position_embeddings {
+            return Err(Error::InvalidArgument(format!(
+                "max sequence length {} exceeds the model's {} positions",
+                config.max_seq_len, bert.max_position_embeddings
+            )));
+        }
+        let tokenizer_path = dir.join("tokenizer.json");
+        let mut tokenizer = Tokenizer::from_file(&tokenizer_path)
+            .map_err(|e| Error::Tokenizer(format!("{}: {e}", tokenizer_path.display())))?;
+        // The file ships with truncation at 128 and fixed padding to 128; sentence-transformers
+        // overrides both: truncate at max_seq_length, pad per batch. We pad ourselves.
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length: config.max_seq_len,
+                strategy: TruncationStrategy::LongestFirst,
+                stride: 0,
+                direction: TruncationDirection::Right,
+            }))
+            .map_err(|e| Error::Tokenizer(e.to_string()))?;
+        tokenizer.with_padding(None);
+        let device = Device::Cpu;
+        let weights = dir.join("model.safetensors");
+        // SAFETY: the file is memory-mapped read-only; it must not be modified while the model
+        // is loaded, which holds for a model directory the engine only reads.
+        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, &device) }
+            .map_err(|e| Error::Model(format!("{}: {e}", weights.display())))?;
+        let model = BertModel::load(vb, &bert).map_err(|e| Error::Model(format!("{}: {e}", weights.display())))?;
+        Ok(Embedder { model, tokenizer, device, batch_size: config.batch_size, dir })
+    }
+
+    /// The directory the model was loaded from.
+    pub fn model_dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Embeds `texts`; returns `texts.len() × EMBEDDING_DIM` values, row-major, each row of
+    /// unit length. Texts are tokenised once, sorted by length and batched, so a batch pads
+    /// to a length close to its longest text.
+    pub fn embed<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Result<Vec<f32>> {
+        let inputs: Vec<&str> = texts.iter().map(|t| t.as_ref()).collect();
+        let encodings =
+            self.tokenizer.encode_batch_fast(inputs, true).map_err(|e| Error::Tokenizer(e.to_string()))?;
+        let mut order: Vec<usize> = (0..encodings.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(encodings[i].get_ids().len()));
+        let mut out = vec![0f32; texts.len() * EMBEDDING_DIM];
+        for chunk in order.chunks(self.batch_size) {
+            let seqs: Vec<&[u32]> = chunk.iter().map(|&i| encodings[i].get_ids()).collect();
+            let pooled = self.forward_batch(&seqs)?;
+            for (row, &i) in chunk.iter().enumerate() {
+                out[i * EMBEDDING_DIM..(i + 1) * EMBEDDING_DIM]
+                    .copy_from_slice(&pooled[row * EMBEDDING_DIM..(row + 1) * EMBEDDING_DIM]);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Embeds one text.
+    pub fn embed_one(&self, text: &str) -> Result<Vec<f32>> {
+        self.embed(&[text])
+    }
+
+    /// Number of word pieces `text` becomes, [CLS]/[SEP] included, after truncation.
+    pub fn token_count(&self, text: &str) -> Result<usize> {
+        let enc = self.tokenizer.encode_fast(text, true).map_err(|e| Error::Tokenizer(e.to_string()))?;
+        Ok(enc.get_ids().len())
+    }
+
+    /// One forward pass over sequences of token ids; returns pooled, normalised rows.
+    fn forward_batch(&self, seqs: &[&[u32]]) -> Result<Vec<f32>> {
+        let n = seqs.len();
+        let len = seqs.iter().map(|s| s.len()).max().unwrap_or(0).max(1);
+        let mut ids = vec![0u32; n * len];
+        let mut mask = vec![0u32; n * len];
+        for (r, s) in seqs.iter().enumerate() {
+            ids[r * len..r * len + s.len()].copy_from_slice(s);
+            mask[r * len..r * len + s.len()].iter_mut().for_each(|m| *m = 1);
+        }
+        let ids = Tensor::from_vec(ids, (n, len), &self.device)?;
+        let mask = Tensor::from_vec(mask, (n, len), &self.device)?;
+        let type_ids = ids.zeros_like()?;
+        let hidden = self.model.forward(&ids, &type_ids, Some(&mask))?; // (n, len, dim)
+        let mask_f = mask.to_dtype(DType::F32)?.unsqueeze(2)?; // (n, len, 1)
+        let summed = hidden.broadcast_mul(&mask_f)?.sum(1)?; // (n, dim)
+        let counts = mask_f.sum(1)?.clamp(1e-9, f64::MAX)?; // (n, 1)
+        let mean = summed.broadcast_div(&counts)?;
+        let norm = mean.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12, f64::MAX)?;
+        let unit = mean.broadcast_div(&norm)?;
+        Ok(unit.flatten_all()?.to_vec1::<f32>()?)
+    }
+}
+
+/// Cosine similarity of two vectors of equal length (1 for identical directions).
+pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let (mut dot, mut na, mut nb) = (0f64, 0f64, 0f64);
+    for (x, y) in a.iter().zip(b) {
+        dot += f64::from(*x) * f64::from(*y);
+        na += f64::from(*x) * f64::from(*x);
+        nb += f64::from(*y) * f64::from(*y);
+    }
+    if na == 0.0 || nb == 0.0 {
+        return 0.0;
+    }
+    (dot / (na.sqrt() * nb.sqrt())) as f32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cosine_of_known_vectors() {
+        assert!((cosine(&[1.0, 0.0], &[1.0, 0.0]) - 1.0).abs() < 1e-7);
+        assert!(cosine(&[1.0, 0.0], &[0.0, 2.0]).abs() < 1e-7);
+        assert!((cosine(&[1.0, 1.0], &[-1.0, -1.0]) + 1.0).abs() < 1e-7);
+        assert_eq!(cosine(&[0.0, 0.0], &[1.0, 1.0]), 0.0);
+    }
+
+    #[test]
+    fn explicit_model_dir_that_is_incomplete_is_an_error_naming_the_script() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("config.json"), "{}").expect("write");
+        let err = locate_model(Some(dir.path())).expect_err("incomplete dir must fail").to_string();
+        assert!(err.contains("model.safetensors"), "{err}");
+        assert!(err.contains("tokenizer.json"), "{err}");
+        assert!(err.contains("scripts/fetch-model.sh"), "{err}");
+    }
+
+    #[test]
+    fn zero_batch_size_is_rejected() {
+        let cfg = EmbedConfig { batch_size: 0, ..EmbedConfig::default() };
+        let err = Embedder::load(&cfg).expect_err("batch 0").to_string();
+        assert!(err.contains("batch size"), "{err}");
+    }
+}

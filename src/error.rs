@@ -1,0 +1,80 @@
+//! The library's error type. Every fallible public function returns [`Result`].
+//!
+//! Messages are lower-case, name the file and the place where input was wrong, and end
+//! without a full stop. Only the binary uses `anyhow`.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong in the library.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A file or directory could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The path involved.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Input that does not have the shape the format requires.
+    #[error("{path}: {place}: {message}")]
+    Format {
+        /// The file that is wrong.
+        path: PathBuf,
+        /// Where in it (JSON path, conversation, turn id, line).
+        place: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A path holds neither a LoCoMo file nor a BEAM conversation directory.
+    #[error("{path}: {message}")]
+    UnknownFormat {
+        /// The path given.
+        path: PathBuf,
+        /// What was looked for.
+        message: String,
+    },
+    /// The embedding model could not be found or loaded.
+    #[error("model: {0}")]
+    Model(String),
+    /// The tokenizer failed.
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+    /// A tensor operation failed in candle.
+    #[error("candle: {0}")]
+    Candle(#[from] candle_core::Error),
+    /// The Lance store failed.
+    #[error("lance: {0}")]
+    Lance(#[from] lance::Error),
+    /// An Arrow array had an unexpected type or shape.
+    #[error("arrow: {0}")]
+    Arrow(#[from] arrow_schema::ArrowError),
+    /// The store is in a state this version cannot read.
+    #[error("store {path}: {message}")]
+    Store {
+        /// The store directory.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// A caller passed an invalid argument (unknown conversation id, empty query, …).
+    #[error("{0}")]
+    InvalidArgument(String),
+}
+
+/// Shorthand for results of this library.
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    /// An I/O error on `path`.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io { path: path.into(), source }
+    }
+
+    /// A format error in `path` at `place`.
+    pub fn format(path: impl Into<PathBuf>, place: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::Format { path: path.into(), place: place.into(), message: message.into() }
+    }
+}

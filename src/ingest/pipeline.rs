@@ -1,0 +1,181 @@
+//! The ingest run: load conversations, embed their turns in chunks, write them into the store
+//! as one transaction, and report what happened.
+//!
+//! All input is parsed and validated before the store is touched; the store changes only when
+//! the whole run succeeds (see `store`). This file must not parse formats itself (the loaders
+//! do) nor know the on-disk schema (the store does).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use indicatif::ProgressBar;
+use serde::Serialize;
+
+use super::{LoadOptions, load_path};
+use crate::config::IngestConfig;
+use crate::conversation::{Conversation, Turn};
+use crate::embed::Embedder;
+use crate::error::{Error, Result};
+use crate::store::Store;
+
+/// Turns embedded and appended per Lance write: bounds memory by this, not by the history.
+pub const DEFAULT_CHUNK_TURNS: usize = 2048;
+
+/// What an ingest run did.
+#[derive(Debug, Clone, Serialize)]
+pub struct IngestSummary {
+    /// Inputs read.
+    pub sources: Vec<PathBuf>,
+    /// Conversations written.
+    pub conversations: usize,
+    /// Of those, how many replaced a conversation already in the store.
+    pub replaced: usize,
+    /// Turns embedded and stored.
+    pub turns: usize,
+    /// Questions stored.
+    pub questions: usize,
+    /// Evidence ids whose spelling was repaired and then resolved.
+    pub repaired_evidence: usize,
+    /// Evidence ids that name no turn (kept with their question, not counted as evidence).
+    pub unresolved_evidence: usize,
+    /// Wall time of the whole run, seconds.
+    pub seconds: f64,
+    /// Time spent embedding, seconds.
+    pub embed_seconds: f64,
+    /// Turns embedded per second of embedding time.
+    pub turns_per_second: f64,
+    /// Store generation after the commit.
+    pub store_generation: u64,
+}
+
+/// Conversations read and validated, not yet written.
+#[derive(Debug, Default)]
+pub struct LoadedInput {
+    /// Files read.
+    pub sources: Vec<PathBuf>,
+    /// Each conversation with the input it came from.
+    pub conversations: Vec<(Conversation, String)>,
+    /// Evidence ids repaired by the loaders.
+    pub repaired_evidence: usize,
+    /// Evidence ids no turn matches.
+    pub unresolved_evidence: usize,
+}
+
+impl LoadedInput {
+    /// Reads and validates every path; a conversation id that appears twice is an error.
+    pub fn read(paths: &[PathBuf], options: &LoadOptions) -> Result<LoadedInput> {
+        if paths.is_empty() {
+            return Err(Error::InvalidArgument("nothing to ingest: no path given".into()));
+        }
+        let mut input = LoadedInput::default();
+        for path in paths {
+            let loaded = load_path(path, options)?;
+            input.repaired_evidence += loaded.repaired_evidence;
+            input.unresolved_evidence += loaded.unresolved_evidence;
+            input.sources.extend(loaded.files.iter().cloned());
+            for conversation in loaded.conversations {
+                input.push(conversation, path.display().to_string())?;
+            }
+        }
+        Ok(input)
+    }
+
+    /// Adds one conversation; its id must be new to this input.
+    pub fn push(&mut self, conversation: Conversation, source: String) -> Result<()> {
+        if self.conversations.iter().any(|(c, _)| c.id == conversation.id) {
+            return Err(Error::InvalidArgument(format!(
+                "{source}: conversation '{}' appears twice in this ingest",
+                conversation.id
+            )));
+        }
+        self.conversations.push((conversation, source));
+        Ok(())
+    }
+}
+
+/// Reads every path, then embeds and writes all conversations in one transaction.
+/// `progress` counts turns; pass `ProgressBar::hidden()` for none.
+pub async fn ingest_paths(
+    store_root: &Path,
+    paths: &[PathBuf],
+    embedder: &Embedder,
+    options: &IngestConfig,
+    progress: &ProgressBar,
+) -> Result<IngestSummary> {
+    let started = Instant::now();
+    let input = LoadedInput::read(paths, &LoadOptions { max_turn_bytes: options.max_turn_bytes })?;
+    ingest_loaded(store_root, input, embedder, options, progress, started).await
+}
+
+/// Embeds and writes conversations already read, in one transaction.
+pub async fn ingest_loaded(
+    store_root: &Path,
+    input: LoadedInput,
+    embedder: &Embedder,
+    options: &IngestConfig,
+    progress: &ProgressBar,
+    started: Instant,
+) -> Result<IngestSummary> {
+    if options.chunk_turns == 0 {
+        return Err(Error::InvalidArgument("chunk size must be at least 1 turn".into()));
+    }
+    let LoadedInput {
+        sources,
+        conversations: pending,
+        repaired_evidence: repaired,
+        unresolved_evidence: unresolved,
+    } = input;
+    let total_turns: usize = pending.iter().map(|(c, _)| c.turn_count()).sum();
+    progress.set_length(total_turns as u64);
+
+    let mut txn = Store::begin_write(store_root).await?;
+    let existing: BTreeSet<String> =
+        txn.base().conversations().await?.into_iter().map(|c| c.id).collect();
+    let mut embed_time = Duration::ZERO;
+    let (mut replaced, mut questions) = (0, 0);
+    for (conversation, source) in &pending {
+        progress.set_message(conversation.id.clone());
+        if existing.contains(&conversation.id) {
+            txn.remove_conversation(&conversation.id).await?;
+            replaced += 1;
+        }
+        let rows: Vec<(u32, &Turn)> = conversation
+            .sessions
+            .iter()
+            .flat_map(|s| s.turns.iter().map(move |t| (s.index, t)))
+            .collect();
+        for chunk in rows.chunks(options.chunk_turns) {
+            let texts: Vec<String> = chunk.iter().map(|(_, t)| t.embedding_text()).collect();
+            let t0 = Instant::now();
+            let embeddings = tokio::task::block_in_place(|| embedder.embed(&texts))?;
+            embed_time += t0.elapsed();
+            let sessions: Vec<u32> = chunk.iter().map(|(s, _)| *s).collect();
+            let turns: Vec<&Turn> = chunk.iter().map(|(_, t)| *t).collect();
+            txn.append_episodes(&conversation.id, &sessions, &turns, &embeddings).await?;
+            progress.inc(chunk.len() as u64);
+        }
+        txn.put_conversation(conversation, source).await?;
+        questions += conversation.questions.len();
+    }
+    let store = txn.commit().await?;
+    progress.finish_and_clear();
+    let embed_seconds = embed_time.as_secs_f64();
+    Ok(IngestSummary {
+        sources,
+        conversations: pending.len(),
+        replaced,
+        turns: total_turns,
+        questions,
+        repaired_evidence: repaired,
+        unresolved_evidence: unresolved,
+        seconds: started.elapsed().as_secs_f64(),
+        embed_seconds,
+        turns_per_second: if embed_seconds > 0.0 {
+            total_turns as f64 / embed_seconds
+        } else {
+            0.0
+        },
+        store_generation: store.generation(),
+    })
+}

@@ -1,0 +1,15 @@
+//! Myelin: long-term memory for LLM agents.
+//!
+//! Conversations go in as dated turns ([`conversation`]); [`ingest`] reads the public LoCoMo and
+//! BEAM layouts, [`embed`] turns text into all-MiniLM-L6-v2 vectors with candle, and [`store`]
+//! keeps everything in versioned Lance datasets.
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod conversation;
+pub mod embed;
+pub mod error;
+pub mod ingest;
+pub mod store;
+
+pub use error::{Error, Result};

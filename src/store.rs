@@ -1,0 +1,873 @@
+//! The memory store: versioned Lance datasets in one directory, changed only by atomic
+//! transactions.
+//!
+//! Layout of a store directory:
+//! - `episodes.lance/`: one row per turn (conversation, session, turn id, position, speaker,
+//!   text, image caption, timestamp, 384-float embedding);
+//! - `questions.lance/`: benchmark questions with their resolved evidence;
+//! - `conversations.lance/`: one row per conversation with its counts and provenance;
+//! - `myelin.json`: the store manifest, which pins the Lance version of each dataset.
+//!
+//! Readers open every dataset at the version `myelin.json` pins, never at "latest". A write
+//! ([`Store::begin_write`]) appends new Lance versions and, only when all of them are written,
+//! replaces `myelin.json` by an atomic rename. A write that fails or is killed half-way leaves
+//! versions nobody pins; the next write restores the pinned version before it starts. So a
+//! store is always seen as it was after the last committed write.
+//!
+//! This module owns the on-disk schema. It must not parse input files or run the model.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::builder::{ListBuilder, StringBuilder};
+use arrow_array::{
+    Array, ArrayRef, BooleanArray, FixedSizeListArray, Float32Array, ListArray, RecordBatch, RecordBatchIterator,
+    StringArray, TimestampMicrosecondArray, UInt32Array,
+};
+use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use chrono::{DateTime, Utc};
+use futures::TryStreamExt;
+use lance::Dataset;
+use lance::dataset::{WriteMode, WriteParams};
+use serde::{Deserialize, Serialize};
+
+use crate::conversation::{Conversation, Question, Turn};
+use crate::embed::EMBEDDING_DIM;
+use crate::error::{Error, Result};
+
+/// Environment variable naming the default store directory.
+pub const STORE_ENV: &str = "MYELIN_STORE";
+/// Store directory used when neither `--store` nor `$MYELIN_STORE` names one.
+pub const DEFAULT_STORE_DIR: &str = "myelin-store";
+/// Store format written by this version.
+pub const STORE_FORMAT: u32 = 1;
+/// Name of the embedding model whose vectors the store holds.
+pub const EMBEDDING_MODEL: &str = "sentence-transformers/all-MiniLM-L6-v2";
+
+const MANIFEST_FILE: &str = "myelin.json";
+const LOCK_FILE: &str = ".myelin.lock";
+
+/// The datasets of a store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Table {
+    /// One row per turn.
+    Episodes,
+    /// One row per question.
+    Questions,
+    /// One row per conversation.
+    Conversations,
+}
+
+impl Table {
+    /// Every table, in the order they are written.
+    pub const ALL: [Table; 3] = [Table::Episodes, Table::Questions, Table::Conversations];
+
+    /// Dataset name (directory `<name>.lance`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Table::Episodes => "episodes",
+            Table::Questions => "questions",
+            Table::Conversations => "conversations",
+        }
+    }
+
+    fn schema(self) -> SchemaRef {
+        let ts = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
+        let list_of_str = DataType::List(Arc::new(Field::new("item", DataType::Utf8, true)));
+        let fields = match self {
+            Table::Episodes => vec![
+                Field::new("conversation", DataType::Utf8, false),
+                Field::new("session", DataType::UInt32, false),
+                Field::new("turn_id", DataType::Utf8, false),
+                Field::new("position", DataType::UInt32, false),
+                Field::new("speaker", DataType::Utf8, false),
+                Field::new("text", DataType::Utf8, false),
+                Field::new("image_caption", DataType::Utf8, true),
+                Field::new("timestamp", ts, true),
+                Field::new(
+                    "embedding",
+                    DataType::FixedSizeList(Arc::new(Field::new("item", DataType::Float32, true)), EMBEDDING_DIM as i32),
+                    false,
+                ),
+            ],
+            Table::Questions => vec![
+                Field::new("conversation", DataType::Utf8, false),
+                Field::new("question_id", DataType::Utf8, false),
+                Field::new("text", DataType::Utf8, false),
+                Field::new("category", DataType::Utf8, false),
+                Field::new("answer", DataType::Utf8, false),
+                Field::new("evidence", list_of_str.clone(), false),
+                Field::new("unresolved_evidence", list_of_str, false),
+                Field::new("adversarial", DataType::Boolean, false),
+            ],
+            Table::Conversations => vec![
+                Field::new("conversation", DataType::Utf8, false),
+                Field::new("format", DataType::Utf8, false),
+                Field::new("source", DataType::Utf8, false),
+                Field::new("sessions", DataType::UInt32, false),
+                Field::new("turns", DataType::UInt32, false),
+                Field::new("questions", DataType::UInt32, false),
+                Field::new("unresolved_evidence", DataType::UInt32, false),
+                Field::new("ingested_at", ts, false),
+            ],
+        };
+        Arc::new(Schema::new(fields))
+    }
+}
+
+/// `myelin.json`: what a reader trusts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StoreManifest {
+    format: u32,
+    /// Number of committed writes.
+    generation: u64,
+    embedding_model: String,
+    embedding_dim: usize,
+    /// Table name → pinned Lance dataset version.
+    tables: BTreeMap<String, u64>,
+    updated_at: DateTime<Utc>,
+}
+
+impl StoreManifest {
+    fn empty() -> Self {
+        StoreManifest {
+            format: STORE_FORMAT,
+            generation: 0,
+            embedding_model: EMBEDDING_MODEL.into(),
+            embedding_dim: EMBEDDING_DIM,
+            tables: BTreeMap::new(),
+            updated_at: Utc::now(),
+        }
+    }
+}
+
+/// One stored turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Episode {
+    /// Conversation id.
+    pub conversation: String,
+    /// Session number.
+    pub session: u32,
+    /// Source turn id (`D3:12`, `42`).
+    pub turn_id: String,
+    /// 0-based position in the conversation.
+    pub position: u32,
+    /// Speaker or role.
+    pub speaker: String,
+    /// The turn's text.
+    pub text: String,
+    /// Caption of a shared photo.
+    pub image_caption: Option<String>,
+    /// When it was said.
+    pub timestamp: Option<DateTime<Utc>>,
+    /// Unit-length MiniLM embedding of [`Turn::embedding_text`].
+    pub embedding: Vec<f32>,
+}
+
+/// One row of `conversations.lance`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConversationSummary {
+    /// Conversation id.
+    pub id: String,
+    /// Source layout.
+    pub format: String,
+    /// File or directory it was read from.
+    pub source: String,
+    /// Number of sessions.
+    pub sessions: u32,
+    /// Number of turns (episodes).
+    pub turns: u32,
+    /// Number of questions.
+    pub questions: u32,
+    /// Evidence ids that named no turn.
+    pub unresolved_evidence: u32,
+    /// When it was (last) ingested.
+    pub ingested_at: DateTime<Utc>,
+}
+
+/// Versions and sizes of a store.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoreInfo {
+    /// Store directory.
+    pub path: PathBuf,
+    /// Store format.
+    pub format: u32,
+    /// Number of committed writes.
+    pub generation: u64,
+    /// Embedding model of the stored vectors.
+    pub embedding_model: String,
+    /// Pinned Lance dataset version per table.
+    pub table_versions: BTreeMap<String, u64>,
+    /// Rows per table at the pinned versions.
+    pub table_rows: BTreeMap<String, usize>,
+    /// Lance file format of the episodes dataset (e.g. `2.0`), if it exists.
+    pub lance_file_format: Option<String>,
+    /// Bytes on disk under the store directory, old Lance versions included.
+    pub size_bytes: u64,
+    /// When the last write was committed.
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A store opened for reading at its committed state.
+#[derive(Debug)]
+pub struct Store {
+    root: PathBuf,
+    manifest: StoreManifest,
+    tables: BTreeMap<Table, Dataset>,
+}
+
+/// The store directory to use: `explicit`, else `$MYELIN_STORE`, else `./myelin-store`.
+pub fn resolve_store_dir(explicit: Option<&Path>) -> PathBuf {
+    explicit
+        .map(Path::to_path_buf)
+        .or_else(|| std::env::var_os(STORE_ENV).filter(|v| !v.is_empty()).map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_STORE_DIR))
+}
+
+fn uri(root: &Path, table: Table) -> Result<String> {
+    let path = root.join(format!("{}.lance", table.name()));
+    path.to_str()
+        .map(str::to_owned)
+        .ok_or_else(|| Error::InvalidArgument(format!("store path {} is not valid UTF-8", path.display())))
+}
+
+fn read_manifest(root: &Path) -> Result<Option<StoreManifest>> {
+    let path = root.join(MANIFEST_FILE);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io(&path, e)),
+    };
+    let manifest: StoreManifest = serde_json::from_slice(&bytes)
+        .map_err(|e| Error::format(&path, format!("line {} column {}", e.line(), e.column()), e.to_string()))?;
+    if manifest.format != STORE_FORMAT {
+        return Err(Error::Store {
+            path: root.to_path_buf(),
+            message: format!("store format {} is not supported (this build reads {STORE_FORMAT})", manifest.format),
+        });
+    }
+    if manifest.embedding_dim != EMBEDDING_DIM {
+        return Err(Error::Store {
+            path: root.to_path_buf(),
+            message: format!("store holds {}-dim embeddings, this build uses {EMBEDDING_DIM}", manifest.embedding_dim),
+        });
+    }
+    Ok(Some(manifest))
+}
+
+impl Store {
+    /// Opens the store at `root` as of its last committed write. A directory without
+    /// `myelin.json` (or a missing one) is an empty store; a non-empty directory that holds
+    /// anything but Myelin's files is refused, so that a typo cannot turn some other folder
+    /// into a store.
+    pub async fn open(root: &Path) -> Result<Store> {
+        let manifest = match read_manifest(root)? {
+            Some(m) => m,
+            None => {
+                check_foreign(root)?;
+                StoreManifest::empty()
+            }
+        };
+        let mut tables = BTreeMap::new();
+        for table in Table::ALL {
+            if let Some(&version) = manifest.tables.get(table.name()) {
+                let ds = Dataset::open(&uri(root, table)?).await?;
+                let ds = if ds.version().version == version { ds } else { ds.checkout_version(version).await? };
+                tables.insert(table, ds);
+            }
+        }
+        Ok(Store { root: root.to_path_buf(), manifest, tables })
+    }
+
+    /// The store directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Number of committed writes (0 for a store never written).
+    pub fn generation(&self) -> u64 {
+        self.manifest.generation
+    }
+
+    /// Versions, row counts and size on disk.
+    pub async fn info(&self) -> Result<StoreInfo> {
+        let mut table_rows = BTreeMap::new();
+        for (table, ds) in &self.tables {
+            table_rows.insert(table.name().to_string(), ds.count_rows(None).await?);
+        }
+        Ok(StoreInfo {
+            table_rows,
+            path: self.root.clone(),
+            format: self.manifest.format,
+            generation: self.manifest.generation,
+            embedding_model: self.manifest.embedding_model.clone(),
+            table_versions: self.manifest.tables.clone(),
+            lance_file_format: self
+                .tables
+                .get(&Table::Episodes)
+                .map(|d| d.manifest().data_storage_format.version.to_string()),
+            size_bytes: dir_size(&self.root)?,
+            updated_at: self.manifest.updated_at,
+        })
+    }
+
+    /// Every conversation in the store, sorted by id.
+    pub async fn conversations(&self) -> Result<Vec<ConversationSummary>> {
+        let mut out = Vec::new();
+        for batch in self.scan(Table::Conversations, None).await? {
+            let ingested = ts_col(&batch, "ingested_at")?;
+            for r in 0..batch.num_rows() {
+                out.push(ConversationSummary {
+                    id: str_col(&batch, "conversation")?.value(r).to_string(),
+                    format: str_col(&batch, "format")?.value(r).to_string(),
+                    source: str_col(&batch, "source")?.value(r).to_string(),
+                    sessions: u32_col(&batch, "sessions")?.value(r),
+                    turns: u32_col(&batch, "turns")?.value(r),
+                    questions: u32_col(&batch, "questions")?.value(r),
+                    unresolved_evidence: u32_col(&batch, "unresolved_evidence")?.value(r),
+                    ingested_at: DateTime::from_timestamp_micros(ingested.value(r)).unwrap_or_default(),
+                });
+            }
+        }
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(out)
+    }
+
+    /// The episodes of one conversation in conversation order. An unknown id is an error.
+    pub async fn episodes(&self, conversation: &str) -> Result<Vec<Episode>> {
+        self.require_conversation(conversation).await?;
+        let mut out = Vec::new();
+        for batch in self.scan(Table::Episodes, Some(conversation)).await? {
+            let emb = batch
+                .column_by_name("embedding")
+                .and_then(|c| c.as_any().downcast_ref::<FixedSizeListArray>())
+                .ok_or_else(|| self.schema_error("episodes.embedding"))?;
+            let values = emb
+                .values()
+                .as_any()
+                .downcast_ref::<Float32Array>()
+                .ok_or_else(|| self.schema_error("episodes.embedding values"))?;
+            let caption = str_col(&batch, "image_caption")?;
+            let ts = ts_col(&batch, "timestamp")?;
+            for r in 0..batch.num_rows() {
+                let start = emb.value_offset(r) as usize;
+                out.push(Episode {
+                    conversation: str_col(&batch, "conversation")?.value(r).to_string(),
+                    session: u32_col(&batch, "session")?.value(r),
+                    turn_id: str_col(&batch, "turn_id")?.value(r).to_string(),
+                    position: u32_col(&batch, "position")?.value(r),
+                    speaker: str_col(&batch, "speaker")?.value(r).to_string(),
+                    text: str_col(&batch, "text")?.value(r).to_string(),
+                    image_caption: (!caption.is_null(r)).then(|| caption.value(r).to_string()),
+                    timestamp: (!ts.is_null(r)).then(|| DateTime::from_timestamp_micros(ts.value(r))).flatten(),
+                    embedding: values.values()[start..start + EMBEDDING_DIM].to_vec(),
+                });
+            }
+        }
+        out.sort_by_key(|e| e.position);
+        Ok(out)
+    }
+
+    /// The questions of one conversation in source order. An unknown id is an error.
+    pub async fn questions(&self, conversation: &str) -> Result<Vec<Question>> {
+        self.require_conversation(conversation).await?;
+        let mut out = Vec::new();
+        for batch in self.scan(Table::Questions, Some(conversation)).await? {
+            let evidence = list_col(&batch, "evidence")?;
+            let unresolved = list_col(&batch, "unresolved_evidence")?;
+            let adversarial = batch
+                .column_by_name("adversarial")
+                .and_then(|c| c.as_any().downcast_ref::<BooleanArray>())
+                .ok_or_else(|| self.schema_error("questions.adversarial"))?;
+            for r in 0..batch.num_rows() {
+                out.push(Question {
+                    id: str_col(&batch, "question_id")?.value(r).to_string(),
+                    text: str_col(&batch, "text")?.value(r).to_string(),
+                    category: str_col(&batch, "category")?.value(r).to_string(),
+                    answer: str_col(&batch, "answer")?.value(r).to_string(),
+                    evidence: list_values(evidence, r)?,
+                    unresolved_evidence: list_values(unresolved, r)?,
+                    adversarial: adversarial.value(r),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    async fn require_conversation(&self, conversation: &str) -> Result<()> {
+        let n = match self.tables.get(&Table::Conversations) {
+            Some(ds) => ds.count_rows(Some(eq_filter("conversation", conversation))).await?,
+            None => 0,
+        };
+        if n == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "unknown conversation '{conversation}' in store {} (see `myelin stats`)",
+                self.root.display()
+            )));
+        }
+        Ok(())
+    }
+
+    async fn scan(&self, table: Table, conversation: Option<&str>) -> Result<Vec<RecordBatch>> {
+        let Some(ds) = self.tables.get(&table) else { return Ok(Vec::new()) };
+        let mut scanner = ds.scan();
+        if let Some(c) = conversation {
+            scanner.filter(&eq_filter("conversation", c))?;
+        }
+        Ok(scanner.try_into_stream().await?.try_collect().await?)
+    }
+
+    fn schema_error(&self, what: &str) -> Error {
+        Error::Store { path: self.root.clone(), message: format!("column {what} has an unexpected type") }
+    }
+
+    /// Starts a write transaction. Only one process writes a store at a time: a second one
+    /// gets an error, not a wait. Nothing is visible to readers before [`WriteTxn::commit`].
+    pub async fn begin_write(root: &Path) -> Result<WriteTxn> {
+        std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
+        let lock_path = root.join(LOCK_FILE);
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| Error::io(&lock_path, e))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(Error::Store {
+                    path: root.to_path_buf(),
+                    message: "another process is writing this store".into(),
+                });
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(&lock_path, e)),
+        }
+        let store = Store::open(root).await?;
+        Ok(WriteTxn { store, _lock: lock, fresh: BTreeMap::new() })
+    }
+}
+
+/// Refuses a non-empty directory that holds files other than a store's.
+fn check_foreign(root: &Path) -> Result<()> {
+    let entries = match std::fs::read_dir(root) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io(root, e)),
+    };
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io(root, e))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let ours = name == LOCK_FILE
+            || name.starts_with(MANIFEST_FILE)
+            || Table::ALL.iter().any(|t| name == format!("{}.lance", t.name()));
+        if !ours {
+            return Err(Error::Store {
+                path: root.to_path_buf(),
+                message: format!("not a Myelin store: it has no {MANIFEST_FILE} and holds '{name}'"),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn dir_size(root: &Path) -> Result<u64> {
+    let mut total = 0;
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(Error::io(&dir, e)),
+        };
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io(&dir, e))?;
+            let meta = entry.metadata().map_err(|e| Error::io(entry.path(), e))?;
+            if meta.is_dir() {
+                stack.push(entry.path());
+            } else {
+                total += meta.len();
+            }
+        }
+    }
+    Ok(total)
+}
+
+/// A SQL equality filter with the value quoted.
+fn eq_filter(column: &str, value: &str) -> String {
+    format!("{column} = '{}'", value.replace('\'', "''"))
+}
+
+fn str_col<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a StringArray> {
+    batch
+        .column_by_name(name)
+        .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+        .ok_or_else(|| Error::InvalidArgument(format!("column {name} is missing or not text")))
+}
+
+fn u32_col<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a UInt32Array> {
+    batch
+        .column_by_name(name)
+        .and_then(|c| c.as_any().downcast_ref::<UInt32Array>())
+        .ok_or_else(|| Error::InvalidArgument(format!("column {name} is missing or not uint32")))
+}
+
+fn ts_col<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a TimestampMicrosecondArray> {
+    batch
+        .column_by_name(name)
+        .and_then(|c| c.as_any().downcast_ref::<TimestampMicrosecondArray>())
+        .ok_or_else(|| Error::InvalidArgument(format!("column {name} is missing or not a timestamp")))
+}
+
+fn list_col<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a ListArray> {
+    batch
+        .column_by_name(name)
+        .and_then(|c| c.as_any().downcast_ref::<ListArray>())
+        .ok_or_else(|| Error::InvalidArgument(format!("column {name} is missing or not a list")))
+}
+
+fn list_values(list: &ListArray, row: usize) -> Result<Vec<String>> {
+    let values = list.value(row);
+    let strings = values
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .ok_or_else(|| Error::InvalidArgument("list column does not hold text".into()))?;
+    Ok((0..strings.len()).map(|i| strings.value(i).to_string()).collect())
+}
+
+fn micros(t: Option<DateTime<Utc>>) -> Option<i64> {
+    t.map(|t| t.timestamp_micros())
+}
+
+/// A write in progress. Dropping it without [`WriteTxn::commit`] abandons every change.
+#[derive(Debug)]
+pub struct WriteTxn {
+    store: Store,
+    _lock: std::fs::File,
+    /// Tables already brought to the pinned state (restored) in this transaction.
+    fresh: BTreeMap<Table, Dataset>,
+}
+
+impl WriteTxn {
+    /// The store as it was when the transaction began.
+    pub fn base(&self) -> &Store {
+        &self.store
+    }
+
+    /// The dataset of `table` ready for writing, at the committed state: versions left by an
+    /// abandoned write are rolled back by a Lance restore. `None` if the table has never been
+    /// committed.
+    async fn table(&mut self, table: Table) -> Result<Option<&mut Dataset>> {
+        if !self.fresh.contains_key(&table) {
+            let Some(pinned) = self.store.tables.get(&table) else { return Ok(None) };
+            let mut ds = pinned.clone();
+            let latest = ds.latest_version_id().await?;
+            if latest != ds.version().version {
+                tracing::warn!(
+                    table = table.name(),
+                    pinned = ds.version().version,
+                    latest,
+                    "rolling back versions of an abandoned write"
+                );
+                ds.restore().await?;
+            }
+            self.fresh.insert(table, ds);
+        }
+        Ok(self.fresh.get_mut(&table))
+    }
+
+    /// Removes a conversation from every table (a no-op for an unknown id). Used before
+    /// writing a conversation again, so re-ingesting replaces and never duplicates.
+    pub async fn remove_conversation(&mut self, conversation: &str) -> Result<()> {
+        for table in Table::ALL {
+            if let Some(ds) = self.table(table).await? {
+                ds.delete(&eq_filter("conversation", conversation)).await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn append(&mut self, table: Table, batch: RecordBatch) -> Result<()> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        let schema = batch.schema();
+        let reader = RecordBatchIterator::new(vec![Ok(batch)], schema);
+        match self.table(table).await? {
+            Some(ds) => ds.append(reader, None).await?,
+            None => {
+                // Never committed: a dataset left by an abandoned first write is overwritten.
+                let params = WriteParams { mode: WriteMode::Overwrite, ..WriteParams::default() };
+                let ds = Dataset::write(reader, uri(&self.store.root, table)?.as_str(), Some(params)).await?;
+                self.fresh.insert(table, ds);
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends episodes: `turns` of `conversation` with their embeddings
+    /// (`turns.len() × EMBEDDING_DIM` values, row-major).
+    pub async fn append_episodes(&mut self, conversation: &str, session_of: &[u32], turns: &[&Turn], embeddings: &[f32]) -> Result<()> {
+        if embeddings.len() != turns.len() * EMBEDDING_DIM || session_of.len() != turns.len() {
+            return Err(Error::InvalidArgument(format!(
+                "{} turns, {} session numbers and {} embedding values do not match",
+                turns.len(),
+                session_of.len(),
+                embeddings.len()
+            )));
+        }
+        let n = turns.len();
+        let values = Float32Array::from(embeddings.to_vec());
+        let item = Arc::new(Field::new("item", DataType::Float32, true));
+        let emb = FixedSizeListArray::try_new(item, EMBEDDING_DIM as i32, Arc::new(values), None)?;
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from(vec![conversation; n])),
+            Arc::new(UInt32Array::from(session_of.to_vec())),
+            Arc::new(StringArray::from_iter_values(turns.iter().map(|t| t.id.as_str()))),
+            Arc::new(UInt32Array::from_iter_values(turns.iter().map(|t| t.position))),
+            Arc::new(StringArray::from_iter_values(turns.iter().map(|t| t.speaker.as_str()))),
+            Arc::new(StringArray::from_iter_values(turns.iter().map(|t| t.text.as_str()))),
+            Arc::new(StringArray::from(turns.iter().map(|t| t.image_caption.as_deref()).collect::<Vec<_>>())),
+            Arc::new(
+                TimestampMicrosecondArray::from(turns.iter().map(|t| micros(t.timestamp)).collect::<Vec<_>>())
+                    .with_timezone("UTC"),
+            ),
+            Arc::new(emb),
+        ];
+        let batch = RecordBatch::try_new(Table::Episodes.schema(), columns)?;
+        self.append(Table::Episodes, batch).await
+    }
+
+    /// Writes a conversation's questions and its summary row. Call after its episodes.
+    pub async fn put_conversation(&mut self, conversation: &Conversation, source: &str) -> Result<ConversationSummary> {
+        let qs = &conversation.questions;
+        let mut evidence = ListBuilder::new(StringBuilder::new());
+        let mut unresolved = ListBuilder::new(StringBuilder::new());
+        for q in qs {
+            for e in &q.evidence {
+                evidence.values().append_value(e);
+            }
+            evidence.append(true);
+            for e in &q.unresolved_evidence {
+                unresolved.values().append_value(e);
+            }
+            unresolved.append(true);
+        }
+        let n = qs.len();
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from(vec![conversation.id.as_str(); n])),
+            Arc::new(StringArray::from_iter_values(qs.iter().map(|q| q.id.as_str()))),
+            Arc::new(StringArray::from_iter_values(qs.iter().map(|q| q.text.as_str()))),
+            Arc::new(StringArray::from_iter_values(qs.iter().map(|q| q.category.as_str()))),
+            Arc::new(StringArray::from_iter_values(qs.iter().map(|q| q.answer.as_str()))),
+            Arc::new(evidence.finish()),
+            Arc::new(unresolved.finish()),
+            Arc::new(BooleanArray::from(qs.iter().map(|q| q.adversarial).collect::<Vec<_>>())),
+        ];
+        // The list builders name their item field "item" and make it nullable, as the schema.
+        let batch = RecordBatch::try_new(Table::Questions.schema(), columns)?;
+        self.append(Table::Questions, batch).await?;
+
+        let summary = ConversationSummary {
+            id: conversation.id.clone(),
+            format: conversation.format.as_str().to_string(),
+            source: source.to_string(),
+            sessions: conversation.sessions.len() as u32,
+            turns: conversation.turn_count() as u32,
+            questions: n as u32,
+            unresolved_evidence: qs.iter().map(|q| q.unresolved_evidence.len() as u32).sum(),
+            ingested_at: Utc::now(),
+        };
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from(vec![summary.id.as_str()])),
+            Arc::new(StringArray::from(vec![summary.format.as_str()])),
+            Arc::new(StringArray::from(vec![summary.source.as_str()])),
+            Arc::new(UInt32Array::from(vec![summary.sessions])),
+            Arc::new(UInt32Array::from(vec![summary.turns])),
+            Arc::new(UInt32Array::from(vec![summary.questions])),
+            Arc::new(UInt32Array::from(vec![summary.unresolved_evidence])),
+            Arc::new(TimestampMicrosecondArray::from(vec![summary.ingested_at.timestamp_micros()]).with_timezone("UTC")),
+        ];
+        let batch = RecordBatch::try_new(Table::Conversations.schema(), columns)?;
+        self.append(Table::Conversations, batch).await?;
+        Ok(summary)
+    }
+
+    /// Makes every change visible at once by replacing `myelin.json` atomically, and returns
+    /// the store as committed.
+    pub async fn commit(mut self) -> Result<Store> {
+        let root = self.store.root.clone();
+        let mut manifest = self.store.manifest.clone();
+        for (table, ds) in &self.fresh {
+            manifest.tables.insert(table.name().to_string(), ds.version().version);
+        }
+        manifest.generation += 1;
+        manifest.updated_at = Utc::now();
+        let tmp = root.join(format!("{MANIFEST_FILE}.tmp"));
+        let target = root.join(MANIFEST_FILE);
+        let bytes = serde_json::to_vec_pretty(&manifest)
+            .map_err(|e| Error::Store { path: root.clone(), message: format!("cannot encode manifest: {e}") })?;
+        {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+            f.write_all(&bytes).map_err(|e| Error::io(&tmp, e))?;
+            f.sync_all().map_err(|e| Error::io(&tmp, e))?;
+        }
+        std::fs::rename(&tmp, &target).map_err(|e| Error::io(&target, e))?;
+        if let Ok(dir) = std::fs::File::open(&root) {
+            // Persist the rename itself; not every platform can fsync a directory.
+            let _ = dir.sync_all();
+        }
+        let tables = std::mem::take(&mut self.fresh);
+        let mut store = Store { root, manifest, tables: BTreeMap::new() };
+        for (table, ds) in tables {
+            store.tables.insert(table, ds);
+        }
+        for table in Table::ALL {
+            if !store.tables.contains_key(&table) {
+                if let Some(ds) = self.store.tables.remove(&table) {
+                    store.tables.insert(table, ds);
+                }
+            }
+        }
+        Ok(store)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conversation::{Session, SourceFormat};
+
+    fn conversation(id: &str, turns: usize) -> Conversation {
+        let day = DateTime::from_timestamp(1_683_504_000, 0);
+        let turns = (0..turns)
+            .map(|i| Turn {
+                id: format!("D1:{}", i + 1),
+                speaker: if i % 2 == 0 { "Ana".into() } else { "Ben".into() },
+                text: format!("turn {i} of {id} with a quote ' in it"),
+                image_caption: (i == 1).then(|| "a photo of a dog".to_string()),
+                timestamp: if i == 2 { None } else { day },
+                position: i as u32,
+            })
+            .collect();
+        Conversation {
+            id: id.into(),
+            format: SourceFormat::Locomo,
+            sessions: vec![Session { index: 1, date: day, turns }],
+            questions: vec![Question {
+                id: format!("{id}/q0"),
+                text: "what?".into(),
+                category: "1".into(),
+                answer: "that".into(),
+                evidence: vec!["D1:1".into(), "D1:2".into()],
+                unresolved_evidence: vec!["D9:9".into()],
+                adversarial: false,
+            }],
+        }
+    }
+
+    /// Deterministic unit vectors, distinct per row.
+    fn vectors(n: usize, seed: usize) -> Vec<f32> {
+        let mut out = vec![0f32; n * EMBEDDING_DIM];
+        for r in 0..n {
+            out[r * EMBEDDING_DIM + (r + seed) % EMBEDDING_DIM] = 1.0;
+        }
+        out
+    }
+
+    async fn write(root: &Path, c: &Conversation, seed: usize) -> Store {
+        let mut txn = Store::begin_write(root).await.expect("begin");
+        if txn.base().conversations().await.expect("list").iter().any(|s| s.id == c.id) {
+            txn.remove_conversation(&c.id).await.expect("remove");
+        }
+        let turns: Vec<&Turn> = c.turns().collect();
+        let sessions = vec![1; turns.len()];
+        txn.append_episodes(&c.id, &sessions, &turns, &vectors(turns.len(), seed)).await.expect("append");
+        txn.put_conversation(c, "test").await.expect("put");
+        txn.commit().await.expect("commit")
+    }
+
+    #[tokio::test]
+    async fn episodes_and_questions_round_trip() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let c = conversation("conv-'1", 5);
+        let store = write(dir.path(), &c, 0).await;
+        let eps = store.episodes(&c.id).await.expect("episodes");
+        assert_eq!(eps.len(), 5);
+        for (e, t) in eps.iter().zip(c.turns()) {
+            assert_eq!((&e.turn_id, &e.speaker, &e.text, e.position), (&t.id, &t.speaker, &t.text, t.position));
+            assert_eq!(e.image_caption, t.image_caption);
+            assert_eq!(e.timestamp, t.timestamp);
+        }
+        assert_eq!(eps[3].embedding, vectors(5, 0)[3 * EMBEDDING_DIM..4 * EMBEDDING_DIM].to_vec());
+        assert_eq!(store.questions(&c.id).await.expect("questions"), c.questions);
+        let list = store.conversations().await.expect("list");
+        assert_eq!(list.len(), 1);
+        assert_eq!((list[0].turns, list[0].questions, list[0].unresolved_evidence), (5, 1, 1));
+        // Reopening reads the same committed state.
+        let again = Store::open(dir.path()).await.expect("reopen");
+        assert_eq!(again.episodes(&c.id).await.expect("episodes").len(), 5);
+        assert_eq!(again.info().await.expect("info").generation, 1);
+    }
+
+    #[tokio::test]
+    async fn rewriting_a_conversation_replaces_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        write(dir.path(), &conversation("a", 4), 0).await;
+        write(dir.path(), &conversation("b", 3), 0).await;
+        let store = write(dir.path(), &conversation("a", 2), 7).await;
+        assert_eq!(store.episodes("a").await.expect("a").len(), 2);
+        assert_eq!(store.episodes("b").await.expect("b").len(), 3);
+        assert_eq!(store.questions("a").await.expect("qa").len(), 1);
+        assert_eq!(store.conversations().await.expect("list").len(), 2);
+        assert_eq!(store.episodes("a").await.expect("a")[0].embedding[7], 1.0);
+    }
+
+    #[tokio::test]
+    async fn abandoned_write_is_invisible_and_rolled_back_by_the_next() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        write(dir.path(), &conversation("a", 4), 0).await;
+        {
+            let mut txn = Store::begin_write(dir.path()).await.expect("begin");
+            txn.remove_conversation("a").await.expect("remove");
+            let c = conversation("zz", 6);
+            let turns: Vec<&Turn> = c.turns().collect();
+            txn.append_episodes("zz", &[1; 6], &turns, &vectors(6, 0)).await.expect("append");
+            // Dropped without commit, as a killed process would leave it.
+        }
+        let store = Store::open(dir.path()).await.expect("open");
+        assert_eq!(store.episodes("a").await.expect("a").len(), 4, "delete of the abandoned write is not visible");
+        assert!(store.episodes("zz").await.is_err(), "append of the abandoned write is not visible");
+        let store = write(dir.path(), &conversation("b", 1), 0).await;
+        assert_eq!(store.episodes("a").await.expect("a").len(), 4, "next write starts from the committed state");
+        assert_eq!(store.conversations().await.expect("list").len(), 2);
+        assert_eq!(store.info().await.expect("info").generation, 2);
+    }
+
+    #[tokio::test]
+    async fn unknown_conversation_and_foreign_directory_are_errors() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).await.expect("empty store");
+        let err = store.episodes("nope").await.expect_err("unknown").to_string();
+        assert!(err.contains("unknown conversation 'nope'"), "{err}");
+        std::fs::write(dir.path().join("notes.txt"), "x").expect("write");
+        let err = Store::open(dir.path()).await.expect_err("foreign").to_string();
+        assert!(err.contains("not a Myelin store") && err.contains("notes.txt"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_second_writer_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let _first = Store::begin_write(dir.path()).await.expect("first");
+        let err = Store::begin_write(dir.path()).await.expect_err("second").to_string();
+        assert!(err.contains("another process is writing"), "{err}");
+    }
+
+    #[test]
+    fn filter_quotes_are_escaped() {
+        assert_eq!(eq_filter("conversation", "a'b"), "conversation = 'a''b'");
+    }
+}

@@ -1,0 +1,190 @@
+//! `myelin ingest` and `myelin stats` end to end: fixtures, re-ingest, bad input, and the real
+//! LoCoMo and BEAM data when `$MYELIN_DATASETS` is set.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::common::{datasets, fails, myelin, ok, root, stats};
+
+/// Turn and question counts of a LoCoMo-layout file, counted here from the raw JSON.
+fn locomo_counts(path: &Path) -> Vec<(String, u64, u64)> {
+    let v: Value = serde_json::from_slice(&std::fs::read(path).expect("read")).expect("json");
+    let mut out: Vec<(String, u64, u64)> = v
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|s| {
+            let conv = s["conversation"].as_object().expect("conversation");
+            let turns = conv
+                .iter()
+                .filter(|(k, v)| k.starts_with("session_") && !k.ends_with("date_time") && v.is_array())
+                .map(|(_, v)| v.as_array().expect("turns").len() as u64)
+                .sum();
+            let qs = s["qa"].as_array().map_or(0, |q| q.len() as u64);
+            (s["sample_id"].as_str().expect("id").to_string(), turns, qs)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn stats_counts(s: &Value) -> Vec<(String, u64, u64)> {
+    let mut out: Vec<(String, u64, u64)> = s["conversations"]
+        .as_array()
+        .expect("conversations")
+        .iter()
+        .map(|c| {
+            (
+                c["id"].as_str().expect("id").to_string(),
+                c["turns"].as_u64().expect("turns"),
+                c["questions"].as_u64().expect("questions"),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn demo_file_ingests_and_reingest_replaces() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    let demo = root().join("datasets/demo.json");
+    let summary: Value = serde_json::from_str(&ok(&store, &["ingest", demo.to_str().expect("utf-8"), "--json"]))
+        .expect("summary JSON");
+    let expected = locomo_counts(&demo);
+    assert_eq!(summary["conversations"], 1);
+    assert_eq!(summary["turns"], expected[0].1);
+    assert_eq!(summary["questions"], expected[0].2);
+    let first = stats(&store);
+    assert_eq!(stats_counts(&first), expected);
+    assert_eq!(first["store"]["generation"], 1);
+
+    // The same file again: replaced, not duplicated.
+    let again: Value =
+        serde_json::from_str(&ok(&store, &["ingest", demo.to_str().expect("utf-8"), "--json"])).expect("JSON");
+    assert_eq!(again["replaced"], 1);
+    let second = stats(&store);
+    assert_eq!(stats_counts(&second), expected);
+    assert_eq!(second["store"]["generation"], 2);
+    assert!(second["store"]["size_bytes"].as_u64().expect("size") > 0);
+
+    // Human-readable stats name the conversation and the Lance versions.
+    let text = ok(&store, &["stats"]);
+    assert!(text.contains("demo") && text.contains("episodes v"), "{text}");
+}
+
+#[test]
+fn beam_fixture_folder_and_single_conversation() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    let folder = root().join("tests/data/beam-mini");
+    ok(&store, &["ingest", folder.to_str().expect("utf-8")]);
+    let s = stats(&store);
+    let convs = s["conversations"].as_array().expect("list");
+    assert_eq!(convs.len(), 1);
+    assert_eq!(convs[0]["format"], "beam");
+    let id = convs[0]["id"].as_str().expect("id").to_string();
+    // The same conversation named directly is the same id: replaced, not added.
+    ok(&store, &["ingest", folder.join("1").to_str().expect("utf-8")]);
+    let s = stats(&store);
+    assert_eq!(s["conversations"].as_array().expect("list").len(), 1);
+    assert_eq!(s["conversations"][0]["id"], id.as_str());
+}
+
+/// Every kind of bad input fails with a message naming the file, and the store stays as it
+/// was (same generation, same conversations).
+#[test]
+fn bad_input_is_named_and_leaves_the_store_unchanged() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    ok(&store, &["ingest", root().join("datasets/demo.json").to_str().expect("utf-8")]);
+    let before = stats(&store);
+
+    let bad = dir.path().join("bad");
+    std::fs::create_dir_all(&bad).expect("mkdir");
+    let write = |name: &str, bytes: &[u8]| {
+        let p = bad.join(name);
+        std::fs::write(&p, bytes).expect("write");
+        p
+    };
+    let demo: Value = serde_json::from_slice(&std::fs::read(root().join("datasets/demo.json")).expect("read"))
+        .expect("demo json");
+    let mut empty = demo.clone();
+    {
+        let conv = empty[0]["conversation"].as_object_mut().expect("conversation");
+        conv.retain(|k, _| !k.starts_with("session_"));
+    }
+    let mut huge = demo.clone();
+    huge[0]["conversation"]["session_1"][0]["text"] = Value::String("x".repeat(1 << 20));
+    let mut non_utf8 = serde_json::to_vec(&demo).expect("encode");
+    let pos = non_utf8.windows(4).position(|w| w == b"text").expect("a text field") + 8;
+    non_utf8[pos] = 0xff;
+
+    let cases: Vec<(std::path::PathBuf, &str)> = vec![
+        (bad.join("missing.json"), "missing.json"),
+        (write("not-json.json", b"{ this is not json"), "line 1"),
+        (write("wrong-shape.json", br#"[{"sample_id": "x", "conversation": 3, "qa": []}]"#), "conversation"),
+        (write("empty.json", &serde_json::to_vec(&empty).expect("encode")), "no turns"),
+        (write("huge.json", &serde_json::to_vec(&huge).expect("encode")), "D1:1"),
+        (write("non-utf8.json", &non_utf8), "non-utf8.json"),
+    ];
+    for (path, must_mention) in &cases {
+        let err = fails(&store, &["ingest", path.to_str().expect("utf-8")]);
+        let name = path.file_name().expect("name").to_string_lossy().to_string();
+        assert!(err.contains(&name), "error for {name} does not name the file: {err}");
+        assert!(err.contains(must_mention), "error for {name} does not mention {must_mention:?}: {err}");
+        assert_eq!(stats(&store), before, "store changed after {name}");
+    }
+    // A directory that is neither layout.
+    let err = fails(&store, &["ingest", bad.to_str().expect("utf-8")]);
+    assert!(err.contains("bad"), "{err}");
+    assert_eq!(stats(&store), before);
+}
+
+#[test]
+fn unknown_command_and_missing_model_are_clear_errors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    let out = myelin(&store, &["ingest", root().join("datasets/demo.json").to_str().expect("utf-8"), "--model-dir", dir.path().to_str().expect("utf-8")]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("scripts/fetch-model.sh"), "{err}");
+    assert!(!store.join("myelin.json").exists(), "nothing was committed");
+}
+
+#[test]
+fn real_locomo_dev_file_ingests_completely() {
+    let Some(data) = datasets() else { return };
+    let file = data.join("locomo/locomo10-dev.json");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    let summary: Value =
+        serde_json::from_str(&ok(&store, &["ingest", file.to_str().expect("utf-8"), "--json"])).expect("JSON");
+    let expected = locomo_counts(&file);
+    assert_eq!(expected.len(), 7);
+    assert_eq!(summary["questions"], 1347);
+    assert_eq!(stats_counts(&stats(&store)), expected);
+    assert!(summary["unresolved_evidence"].as_u64().expect("n") > 0, "the public data has unresolvable ids");
+}
+
+#[test]
+fn real_beam_conversation_ingests_completely() {
+    let Some(data) = datasets() else { return };
+    let conv = data.join("beam/100K/1");
+    let chat: Value = serde_json::from_slice(&std::fs::read(conv.join("chat.json")).expect("read")).expect("json");
+    let messages: u64 = chat
+        .as_array()
+        .expect("batches")
+        .iter()
+        .flat_map(|b| b["turns"].as_array().expect("turns").iter())
+        .map(|t| t.as_array().expect("messages").len() as u64)
+        .sum();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    ok(&store, &["ingest", conv.to_str().expect("utf-8")]);
+    let s = stats(&store);
+    assert_eq!(s["conversations"][0]["turns"], messages);
+    assert_eq!(s["conversations"][0]["questions"], 20);
+}

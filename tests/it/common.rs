@@ -1,0 +1,71 @@
+//! Helpers shared by the integration tests: running the binary, temporary stores, and the
+//! data-set directory from `$MYELIN_DATASETS`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// Path of the built `myelin` binary.
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_myelin"))
+}
+
+/// The repository root (where `models/` and `datasets/` live).
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs `myelin` with `args` from the repository root; the store is always given explicitly.
+pub fn myelin(store: &Path, args: &[&str]) -> Output {
+    Command::new(bin())
+        .current_dir(root())
+        .arg("--quiet")
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .env_remove("MYELIN_STORE")
+        .env_remove("MYELIN_CONFIG")
+        .output()
+        .expect("the myelin binary runs")
+}
+
+/// Runs `myelin` and requires success; returns stdout.
+pub fn ok(store: &Path, args: &[&str]) -> String {
+    let out = myelin(store, args);
+    assert!(
+        out.status.success(),
+        "myelin {args:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+/// Runs `myelin` and requires failure; returns stderr.
+pub fn fails(store: &Path, args: &[&str]) -> String {
+    let out = myelin(store, args);
+    assert!(!out.status.success(), "myelin {args:?} should fail but printed {}", String::from_utf8_lossy(&out.stdout));
+    String::from_utf8(out.stderr).expect("utf-8 error")
+}
+
+/// `stats --json` parsed.
+pub fn stats(store: &Path) -> serde_json::Value {
+    serde_json::from_str(&ok(store, &["stats", "--json"])).expect("stats --json is JSON")
+}
+
+/// The public data sets, or `None` (with a note) when `$MYELIN_DATASETS` is unset. CI sets
+/// `MYELIN_REQUIRE_DATASETS=1`, which turns a missing directory into a failure.
+pub fn datasets() -> Option<PathBuf> {
+    let required = std::env::var("MYELIN_REQUIRE_DATASETS").is_ok_and(|v| v == "1");
+    match std::env::var_os("MYELIN_DATASETS").filter(|v| !v.is_empty()) {
+        Some(dir) => {
+            let dir = PathBuf::from(dir);
+            assert!(dir.is_dir(), "MYELIN_DATASETS={} is not a directory", dir.display());
+            Some(dir)
+        }
+        None => {
+            assert!(!required, "MYELIN_REQUIRE_DATASETS=1 but MYELIN_DATASETS is unset");
+            eprintln!("skipped: set MYELIN_DATASETS to the public data sets to run this test");
+            None
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! The embedder against vectors that sentence-transformers computed from the same weights
+//! (`scripts/golden-embeddings.py` → `tests/data/golden/minilm.json`).
+
+use myelin::embed::{EMBEDDING_DIM, EmbedConfig, Embedder, cosine};
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+struct Golden {
+    max_seq_length: usize,
+    sentences: Vec<GoldenSentence>,
+}
+
+#[derive(Deserialize)]
+struct GoldenSentence {
+    text: String,
+    n_tokens: usize,
+    embedding: Vec<f32>,
+}
+
+fn golden() -> Golden {
+    let path = super::common::root().join("tests/data/golden/minilm.json");
+    let text = std::fs::read_to_string(&path).expect("golden file is committed");
+    serde_json::from_str(&text).expect("golden file parses")
+}
+
+fn embedder(batch_size: usize) -> Embedder {
+    let cfg = EmbedConfig { batch_size, ..EmbedConfig::default() };
+    Embedder::load(&cfg).expect("model in models/all-MiniLM-L6-v2 or $MYELIN_MODEL_DIR (scripts/fetch-model.sh)")
+}
+
+#[test]
+fn matches_sentence_transformers_on_every_golden_sentence() {
+    let g = golden();
+    assert!(g.sentences.len() >= 20, "at least 20 golden sentences");
+    assert_eq!(g.max_seq_length, 256);
+    // A batch size that mixes long and short texts in one batch, so padding is exercised.
+    let e = embedder(7);
+    let texts: Vec<&str> = g.sentences.iter().map(|s| s.text.as_str()).collect();
+    let got = e.embed(&texts).expect("embed");
+    assert_eq!(got.len(), texts.len() * EMBEDDING_DIM);
+    let mut worst = (1.0f32, "");
+    for (i, s) in g.sentences.iter().enumerate() {
+        let v = &got[i * EMBEDDING_DIM..(i + 1) * EMBEDDING_DIM];
+        let c = cosine(v, &s.embedding);
+        if c < worst.0 {
+            worst = (c, s.text.as_str());
+        }
+        let norm: f32 = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        assert!((norm - 1.0).abs() < 1e-4, "unit length, got {norm} for {:?}", s.text);
+        assert_eq!(e.token_count(&s.text).expect("tokens"), s.n_tokens, "word pieces of {:?}", s.text);
+    }
+    assert!(worst.0 >= 0.9999, "cosine {} < 0.9999 for {:?}", worst.0, worst.1);
+    assert!(g.sentences.iter().any(|s| s.n_tokens == 256), "a golden text is long enough to be truncated");
+}
+
+#[test]
+fn batching_does_not_change_vectors() {
+    let g = golden();
+    let texts: Vec<&str> = g.sentences.iter().map(|s| s.text.as_str()).collect();
+    let batched = embedder(32).embed(&texts).expect("batched");
+    let single = embedder(1);
+    for (i, t) in texts.iter().enumerate() {
+        let alone = single.embed_one(t).expect("alone");
+        let c = cosine(&alone, &batched[i * EMBEDDING_DIM..(i + 1) * EMBEDDING_DIM]);
+        assert!(c > 0.99999, "batched and single differ for {t:?}: cosine {c}");
+    }
+}

@@ -1,0 +1,8 @@
+//! The one integration-test binary (one binary keeps link time down on 2 cores). Each module
+//! drives the real `myelin` binary or the library on real weights and real or fixture data.
+
+mod cli;
+mod common;
+mod crash;
+mod embed_golden;
+mod tidy;
