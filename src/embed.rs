@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config as BertConfig};
+use rayon::prelude::*;
 use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
 
 use crate::error::{Error, Result};
@@ -45,11 +46,13 @@ pub struct EmbedConfig {
     pub batch_size: usize,
     /// Word pieces per text including [CLS]/[SEP] (default 256, as sentence-transformers).
     pub max_seq_len: usize,
+    /// Batches embedded in parallel (default 0: one per core).
+    pub threads: usize,
 }
 
 impl Default for EmbedConfig {
     fn default() -> Self {
-        EmbedConfig { model_dir: None, batch_size: DEFAULT_BATCH_SIZE, max_seq_len: DEFAULT_MAX_SEQ_LEN }
+        EmbedConfig { model_dir: None, batch_size: DEFAULT_BATCH_SIZE, max_seq_len: DEFAULT_MAX_SEQ_LEN, threads: 0 }
     }
 }
 
@@ -128,6 +131,7 @@ pub struct Embedder {
     device: Device,
     batch_size: usize,
     dir: PathBuf,
+    pool: rayon::ThreadPool,
 }
 
 impl std::fmt::Debug for Embedder {
@@ -184,7 +188,16 @@ impl Embedder {
         let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, &device) }
             .map_err(|e| Error::Model(format!("{}: {e}", weights.display())))?;
         let model = BertModel::load(vb, &bert).map_err(|e| Error::Model(format!("{}: {e}", weights.display())))?;
-        Ok(Embedder { model, tokenizer, device, batch_size: config.batch_size, dir })
+        let threads = match config.threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("myelin-embed-{i}"))
+            .build()
+            .map_err(|e| Error::Model(format!("cannot start {threads} embedding threads: {e}")))?;
+        Ok(Embedder { model, tokenizer, device, batch_size: config.batch_size, dir, pool })
     }
 
     /// The directory the model was loaded from.
@@ -201,13 +214,26 @@ impl Embedder {
             self.tokenizer.encode_batch_fast(inputs, true).map_err(|e| Error::Tokenizer(e.to_string()))?;
         let mut order: Vec<usize> = (0..encodings.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(encodings[i].get_ids().len()));
+        // Batches run in parallel, one per thread of the embedder's pool, so the element-wise
+        // work between the matrix products (softmax, layer norm, GELU, pooling) keeps every
+        // core busy too. With `CANDLE_NUM_THREADS=1` (the binary sets it) candle does that work
+        // on the calling thread instead of waking its spinning barrier pool, which on a small
+        // machine competes with the batches for the same cores (measured: README, Embeddings).
+        let batches: Vec<&[usize]> = order.chunks(self.batch_size).collect();
+        let pooled: Vec<Vec<f32>> = self.pool.install(|| {
+            batches
+                .par_iter()
+                .map(|chunk| {
+                    let seqs: Vec<&[u32]> = chunk.iter().map(|&i| encodings[i].get_ids()).collect();
+                    self.forward_batch(&seqs)
+                })
+                .collect::<Result<Vec<_>>>()
+        })?;
         let mut out = vec![0f32; texts.len() * EMBEDDING_DIM];
-        for chunk in order.chunks(self.batch_size) {
-            let seqs: Vec<&[u32]> = chunk.iter().map(|&i| encodings[i].get_ids()).collect();
-            let pooled = self.forward_batch(&seqs)?;
+        for (chunk, rows) in batches.iter().zip(&pooled) {
             for (row, &i) in chunk.iter().enumerate() {
                 out[i * EMBEDDING_DIM..(i + 1) * EMBEDDING_DIM]
-                    .copy_from_slice(&pooled[row * EMBEDDING_DIM..(row + 1) * EMBEDDING_DIM]);
+                    .copy_from_slice(&rows[row * EMBEDDING_DIM..(row + 1) * EMBEDDING_DIM]);
             }
         }
         Ok(out)

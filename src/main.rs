@@ -87,6 +87,13 @@ struct IngestFlags {
 }
 
 fn main() -> ExitCode {
+    // candle's element-wise kernels otherwise run on a spinning thread pool of their own that
+    // competes with the embedder's batch threads for the same cores; inline is faster here.
+    // Set before any thread exists, so nothing can read the environment concurrently.
+    if std::env::var_os("CANDLE_NUM_THREADS").is_none() {
+        // SAFETY: first statement of main, the process is single-threaded.
+        unsafe { std::env::set_var("CANDLE_NUM_THREADS", "1") };
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("MYELIN_LOG").unwrap_or_else(|_| "warn".into()),
@@ -258,7 +265,10 @@ fn embed_bench(path: &Path, config: &Config, repeat: usize, json: bool) -> anyho
         best = best.min(t0.elapsed().as_secs_f64());
         anyhow::ensure!(out.len() == sentences.len() * myelin::embed::EMBEDDING_DIM, "embedder returned a wrong size");
     }
-    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let threads = match config.embed.threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
     let per_second = sentences.len() as f64 / best;
     if json {
         println!(

@@ -4,8 +4,9 @@
 //! ([`detect_format`]), reads LoCoMo files ([`locomo`]) and BEAM conversation directories
 //! ([`beam`]), parses their dates ([`time`]), repairs and resolves the questions' gold evidence
 //! ([`evidence`]), and refuses input it cannot trust with an error that names the file and the
-//! place. It must not embed text or store anything: what it returns is plain data for `embed` and
-//! `store` to take from there.
+//! place. The loaders must not embed text or store anything: what they return is plain data for
+//! `embed` and `store` to take from there. (`pipeline`, which runs a whole ingest on top of the
+//! loaders, is the one submodule that drives those stages.)
 
 pub mod beam;
 pub mod evidence;
