@@ -340,10 +340,7 @@ impl Store {
         self.require_conversation(conversation).await?;
         let mut out = Vec::new();
         for batch in self.scan(Table::Episodes, Some(conversation)).await? {
-            let emb = batch
-                .column_by_name("embedding")
-                .and_then(|c| c.as_any().downcast_ref::<FixedSizeListArray>())
-                .ok_or_else(|| self.schema_error("episodes.embedding"))?;
+            let emb: &FixedSizeListArray = col(&batch, "embedding", "a fixed-size list")?;
             let values = emb
                 .values()
                 .as_any()
@@ -377,10 +374,7 @@ impl Store {
         for batch in self.scan(Table::Questions, Some(conversation)).await? {
             let evidence = list_col(&batch, "evidence")?;
             let unresolved = list_col(&batch, "unresolved_evidence")?;
-            let adversarial = batch
-                .column_by_name("adversarial")
-                .and_then(|c| c.as_any().downcast_ref::<BooleanArray>())
-                .ok_or_else(|| self.schema_error("questions.adversarial"))?;
+            let adversarial: &BooleanArray = col(&batch, "adversarial", "boolean")?;
             for r in 0..batch.num_rows() {
                 out.push(Question {
                     id: str_col(&batch, "question_id")?.value(r).to_string(),
@@ -500,32 +494,28 @@ fn eq_filter(column: &str, value: &str) -> String {
     format!("{column} = '{}'", value.replace('\'', "''"))
 }
 
-fn str_col<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a StringArray> {
+/// Column `name` of `batch` as the Arrow array type `T`; `kind` names the type in the error.
+fn col<'a, T: Array + 'static>(batch: &'a RecordBatch, name: &str, kind: &str) -> Result<&'a T> {
     batch
         .column_by_name(name)
-        .and_then(|c| c.as_any().downcast_ref::<StringArray>())
-        .ok_or_else(|| Error::InvalidArgument(format!("column {name} is missing or not text")))
+        .and_then(|c| c.as_any().downcast_ref::<T>())
+        .ok_or_else(|| Error::InvalidArgument(format!("column {name} is missing or not {kind}")))
+}
+
+fn str_col<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a StringArray> {
+    col(batch, name, "text")
 }
 
 fn u32_col<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a UInt32Array> {
-    batch
-        .column_by_name(name)
-        .and_then(|c| c.as_any().downcast_ref::<UInt32Array>())
-        .ok_or_else(|| Error::InvalidArgument(format!("column {name} is missing or not uint32")))
+    col(batch, name, "uint32")
 }
 
 fn ts_col<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a TimestampMicrosecondArray> {
-    batch
-        .column_by_name(name)
-        .and_then(|c| c.as_any().downcast_ref::<TimestampMicrosecondArray>())
-        .ok_or_else(|| Error::InvalidArgument(format!("column {name} is missing or not a timestamp")))
+    col(batch, name, "a timestamp")
 }
 
 fn list_col<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a ListArray> {
-    batch
-        .column_by_name(name)
-        .and_then(|c| c.as_any().downcast_ref::<ListArray>())
-        .ok_or_else(|| Error::InvalidArgument(format!("column {name} is missing or not a list")))
+    col(batch, name, "a list")
 }
 
 fn list_values(list: &ListArray, row: usize) -> Result<Vec<String>> {
