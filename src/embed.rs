@@ -210,8 +210,7 @@ impl Embedder {
     /// to a length close to its longest text.
     pub fn embed<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Result<Vec<f32>> {
         let inputs: Vec<&str> = texts.iter().map(|t| t.as_ref()).collect();
-        let encodings =
-            self.tokenizer.encode_batch_fast(inputs, true).map_err(|e| Error::Tokenizer(e.to_string()))?;
+        let encodings = self.tokenizer.encode_batch_fast(inputs, true).map_err(|e| Error::Tokenizer(e.to_string()))?;
         let mut order: Vec<usize> = (0..encodings.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(encodings[i].get_ids().len()));
         // Batches run in parallel, one per thread of the embedder's pool, so the element-wise

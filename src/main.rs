@@ -94,9 +94,11 @@ fn main() -> ExitCode {
         // SAFETY: first statement of main, the process is single-threaded.
         unsafe { std::env::set_var("CANDLE_NUM_THREADS", "1") };
     }
+    // Lance warns "no existing dataset, it will be created" on every first write: expected here.
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("MYELIN_LOG").unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_env("MYELIN_LOG")
+                .unwrap_or_else(|_| "warn,lance::dataset::write::insert=error".into()),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -124,9 +126,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Ingest { paths, tuning, json } => {
             apply_ingest_flags(&mut config, &tuning);
             let started = Instant::now();
-            let input = LoadedInput::read(&paths, &myelin::ingest::LoadOptions {
-                max_turn_bytes: config.ingest.max_turn_bytes,
-            })?;
+            let input = LoadedInput::read(
+                &paths,
+                &myelin::ingest::LoadOptions { max_turn_bytes: config.ingest.max_turn_bytes },
+            )?;
             let summary = runtime.block_on(ingest(&store, input, &config, cli.quiet, started))?;
             print_ingest(&summary, json)?;
         }

@@ -87,7 +87,10 @@ impl Table {
                 Field::new("timestamp", ts, true),
                 Field::new(
                     "embedding",
-                    DataType::FixedSizeList(Arc::new(Field::new("item", DataType::Float32, true)), EMBEDDING_DIM as i32),
+                    DataType::FixedSizeList(
+                        Arc::new(Field::new("item", DataType::Float32, true)),
+                        EMBEDDING_DIM as i32,
+                    ),
                     false,
                 ),
             ],
@@ -599,7 +602,13 @@ impl WriteTxn {
 
     /// Appends episodes: `turns` of `conversation` with their embeddings
     /// (`turns.len() × EMBEDDING_DIM` values, row-major).
-    pub async fn append_episodes(&mut self, conversation: &str, session_of: &[u32], turns: &[&Turn], embeddings: &[f32]) -> Result<()> {
+    pub async fn append_episodes(
+        &mut self,
+        conversation: &str,
+        session_of: &[u32],
+        turns: &[&Turn],
+        embeddings: &[f32],
+    ) -> Result<()> {
         if embeddings.len() != turns.len() * EMBEDDING_DIM || session_of.len() != turns.len() {
             return Err(Error::InvalidArgument(format!(
                 "{} turns, {} session numbers and {} embedding values do not match",
@@ -678,7 +687,9 @@ impl WriteTxn {
             Arc::new(UInt32Array::from(vec![summary.turns])),
             Arc::new(UInt32Array::from(vec![summary.questions])),
             Arc::new(UInt32Array::from(vec![summary.unresolved_evidence])),
-            Arc::new(TimestampMicrosecondArray::from(vec![summary.ingested_at.timestamp_micros()]).with_timezone("UTC")),
+            Arc::new(
+                TimestampMicrosecondArray::from(vec![summary.ingested_at.timestamp_micros()]).with_timezone("UTC"),
+            ),
         ];
         let batch = RecordBatch::try_new(Table::Conversations.schema(), columns)?;
         self.append(Table::Conversations, batch).await?;

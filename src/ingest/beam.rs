@@ -35,8 +35,7 @@ pub const QUESTIONS_FILE: &str = "probing_questions.json";
 pub const ABSTENTION: &str = "abstention";
 
 /// Fields tried, in order, for a question's gold answer.
-const ANSWER_FIELDS: [&str; 5] =
-    ["answer", "ideal_answer", "ideal_response", "ideal_summary", "expected_compliance"];
+const ANSWER_FIELDS: [&str; 5] = ["answer", "ideal_answer", "ideal_response", "ideal_summary", "expected_compliance"];
 
 /// The id a BEAM directory's conversation gets: `beam-<parent name>-<name>`, e.g. `beam-100K-1`
 /// for `…/100K/1` (or `beam-<name>` where there is no parent).
@@ -70,8 +69,7 @@ pub fn load_dir(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
         }
         for (ability, list) in abilities.0 {
             for (index, q) in list.into_iter().enumerate() {
-                let resolved =
-                    evidence::resolve_beam(&q.source_chat_ids.0, |n| by_number.get(&n).copied());
+                let resolved = evidence::resolve_beam(&q.source_chat_ids.0, |n| by_number.get(&n).copied());
                 if !resolved.unresolved.is_empty() {
                     tracing::debug!(
                         conversation = %id,
@@ -122,9 +120,8 @@ fn sessions(id: &str, batches: Vec<RawBatch>, path: &Path) -> Result<Vec<Session
     let mut position: u32 = 0;
     let mut out = Vec::with_capacity(batches.len());
     for (b, batch) in batches.into_iter().enumerate() {
-        let index = u32::try_from(batch.batch_number.0).map_err(|_| {
-            Error::format(path, format!("[{b}].batch_number"), "batch number too large")
-        })?;
+        let index = u32::try_from(batch.batch_number.0)
+            .map_err(|_| Error::format(path, format!("[{b}].batch_number"), "batch number too large"))?;
         let batch_anchor = match &batch.time_anchor {
             Some(text) => anchor(text, format!("[{b}].time_anchor"))?,
             None => None,
@@ -195,9 +192,7 @@ impl<'de> Deserialize<'de> for Uint {
             }
 
             fn visit_i64<E: de::Error>(self, v: i64) -> std::result::Result<Uint, E> {
-                u64::try_from(v)
-                    .map(Uint)
-                    .map_err(|_| E::invalid_value(Unexpected::Signed(v), &self))
+                u64::try_from(v).map(Uint).map_err(|_| E::invalid_value(Unexpected::Signed(v), &self))
             }
 
             fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<Uint, E> {
@@ -227,16 +222,11 @@ impl<'de> Deserialize<'de> for Abilities {
                 f.write_str("an object mapping each ability to a list of questions")
             }
 
-            fn visit_map<A: MapAccess<'de>>(
-                self,
-                mut map: A,
-            ) -> std::result::Result<Abilities, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Abilities, A::Error> {
                 let mut out: Vec<(String, Vec<RawQuestion>)> = Vec::new();
                 while let Some(ability) = map.next_key::<String>()? {
                     if out.iter().any(|(a, _)| *a == ability) {
-                        return Err(de::Error::custom(format!(
-                            "ability `{ability}` appears twice"
-                        )));
+                        return Err(de::Error::custom(format!("ability `{ability}` appears twice")));
                     }
                     let questions = map.next_value()?;
                     out.push((ability, questions));
@@ -267,10 +257,7 @@ impl<'de> Deserialize<'de> for RawQuestion {
                 f.write_str("a question object")
             }
 
-            fn visit_map<A: MapAccess<'de>>(
-                self,
-                mut map: A,
-            ) -> std::result::Result<RawQuestion, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<RawQuestion, A::Error> {
                 let mut question = None;
                 let mut answers: Vec<(usize, Value)> = Vec::new();
                 let mut source_chat_ids = SourceIds::default();
@@ -289,8 +276,7 @@ impl<'de> Deserialize<'de> for RawQuestion {
                     }
                 }
                 let question = question.ok_or_else(|| de::Error::missing_field("question"))?;
-                let answer =
-                    answers.into_iter().min_by_key(|(rank, _)| *rank).map(|(_, v)| answer_text(&v));
+                let answer = answers.into_iter().min_by_key(|(rank, _)| *rank).map(|(_, v)| answer_text(&v));
                 Ok(RawQuestion { question, answer, source_chat_ids })
             }
         }
@@ -439,8 +425,7 @@ mod tests {
         assert!(c.sessions[1].turns.iter().all(|t| t.timestamp == date(2024, 4, 2)));
 
         assert_eq!(c.questions.len(), 3);
-        let by_category: HashMap<&str, &Question> =
-            c.questions.iter().map(|q| (q.category.as_str(), q)).collect();
+        let by_category: HashMap<&str, &Question> = c.questions.iter().map(|q| (q.category.as_str(), q)).collect();
         let abstention = by_category["abstention"];
         assert!(abstention.adversarial && abstention.evidence.is_empty());
         assert_eq!(abstention.id, "beam-beam-mini-1/abstention/0");
@@ -462,10 +447,7 @@ mod tests {
         assert_eq!(loaded.files, [dir.join(CHAT_FILE)]);
         assert!(c.questions.is_empty());
         let stamps: Vec<_> = c.turns().map(|t| t.timestamp).collect();
-        assert_eq!(
-            stamps,
-            [date(2024, 3, 15), date(2024, 3, 15), date(2024, 4, 1), date(2024, 4, 3)]
-        );
+        assert_eq!(stamps, [date(2024, 3, 15), date(2024, 3, 15), date(2024, 4, 1), date(2024, 4, 3)]);
         assert_eq!(c.sessions[1].date, date(2024, 4, 1), "the batch anchor dates its session");
         assert_eq!(c.sessions[1].turns[0].id, "2");
         assert_eq!(c.turns().nth(1).map(|t| t.id.as_str()), Some("1"), "string ids are read");
@@ -593,13 +575,9 @@ mod tests {
 
     #[test]
     fn an_empty_chat_is_refused() {
-        let (_tmp, dir) =
-            dir_with(&json!([{"batch_number": 1, "time_anchor": null, "turns": [[]]}]), None);
+        let (_tmp, dir) = dir_with(&json!([{"batch_number": 1, "time_anchor": null, "turns": [[]]}]), None);
         let text = load(&dir).unwrap_err().to_string();
-        assert!(
-            text.contains("chat.json: conversation `beam-set-1`: conversation has no turns"),
-            "{text}"
-        );
+        assert!(text.contains("chat.json: conversation `beam-set-1`: conversation has no turns"), "{text}");
     }
 
     #[test]

@@ -331,22 +331,20 @@ mod tests {
     fn spelled() -> impl Strategy<Value = (DiaId, String)> {
         let id = (0u32..1000, 0u32..1000).prop_map(|(session, turn)| DiaId { session, turn });
         let looseness = (junk(), junk(), 0..3usize, 0..3usize, any::<bool>(), 0..3usize, 0..2usize);
-        (id, looseness, any::<bool>()).prop_map(
-            |(id, (pre, post, zs, zt, stray, sp1, sp2), lower)| {
-                let spelling = format!(
-                    "{pre}{d}{colon}{zeros_s}{s}{sp1}:{sp2}{zeros_t}{t}{post}",
-                    d = if lower { "d" } else { "D" },
-                    colon = if stray { ":" } else { "" },
-                    zeros_s = "0".repeat(zs),
-                    s = id.session,
-                    sp1 = " ".repeat(sp1),
-                    sp2 = " ".repeat(sp2),
-                    zeros_t = "0".repeat(zt),
-                    t = id.turn,
-                );
-                (id, spelling)
-            },
-        )
+        (id, looseness, any::<bool>()).prop_map(|(id, (pre, post, zs, zt, stray, sp1, sp2), lower)| {
+            let spelling = format!(
+                "{pre}{d}{colon}{zeros_s}{s}{sp1}:{sp2}{zeros_t}{t}{post}",
+                d = if lower { "d" } else { "D" },
+                colon = if stray { ":" } else { "" },
+                zeros_s = "0".repeat(zs),
+                s = id.session,
+                sp1 = " ".repeat(sp1),
+                sp2 = " ".repeat(sp2),
+                zeros_t = "0".repeat(zt),
+                t = id.turn,
+            );
+            (id, spelling)
+        })
     }
 
     proptest! {

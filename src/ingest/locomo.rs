@@ -40,8 +40,7 @@ pub fn parse_str(text: &str, origin: &Path, opts: &LoadOptions) -> Result<Loaded
         }
         let (conversation, repaired) = convert(sample, index, origin, opts)?;
         loaded.repaired_evidence += repaired;
-        loaded.unresolved_evidence +=
-            conversation.questions.iter().map(|q| q.unresolved_evidence.len()).sum::<usize>();
+        loaded.unresolved_evidence += conversation.questions.iter().map(|q| q.unresolved_evidence.len()).sum::<usize>();
         loaded.conversations.push(conversation);
     }
     Ok(loaded)
@@ -94,9 +93,7 @@ enum SessionKey {
 
 /// `session_12` → turns of session 12; `session_12_date_time` → its date; other keys → `None`.
 fn session_key(key: &str) -> Option<SessionKey> {
-    let number = |s: &str| {
-        (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok()).flatten()
-    };
+    let number = |s: &str| (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok()).flatten();
     let rest = key.strip_prefix("session_")?;
     match rest.strip_suffix("_date_time") {
         Some(n) => number(n).map(SessionKey::Date),
@@ -115,27 +112,20 @@ impl<'de> Deserialize<'de> for RawConversation {
                 f.write_str("an object with session_N and session_N_date_time keys")
             }
 
-            fn visit_map<A: MapAccess<'de>>(
-                self,
-                mut map: A,
-            ) -> std::result::Result<RawConversation, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<RawConversation, A::Error> {
                 let mut out = RawConversation::default();
                 while let Some(key) = map.next_key::<String>()? {
                     match session_key(&key) {
                         Some(SessionKey::Turns(n)) => {
                             if out.sessions.iter().any(|(m, _)| *m == n) {
-                                return Err(de::Error::custom(format!(
-                                    "session {n} appears twice"
-                                )));
+                                return Err(de::Error::custom(format!("session {n} appears twice")));
                             }
                             out.sessions.push((n, map.next_value()?));
                         }
                         Some(SessionKey::Date(n)) => {
                             let text = map.next_value()?;
                             if out.dates.insert(n, (key, text)).is_some() {
-                                return Err(de::Error::custom(format!(
-                                    "session {n} has two dates"
-                                )));
+                                return Err(de::Error::custom(format!("session {n} has two dates")));
                             }
                         }
                         None => {
@@ -152,9 +142,7 @@ impl<'de> Deserialize<'de> for RawConversation {
 }
 
 /// A category number (or, leniently, its text).
-fn category_text<'de, D: Deserializer<'de>>(
-    deserializer: D,
-) -> std::result::Result<String, D::Error> {
+fn category_text<'de, D: Deserializer<'de>>(deserializer: D) -> std::result::Result<String, D::Error> {
     match Value::deserialize(deserializer)? {
         Value::Number(n) => Ok(n.to_string()),
         Value::String(s) => Ok(s),
@@ -172,12 +160,7 @@ pub(crate) fn answer_text(value: &Value) -> String {
 
 /// Turns sample number `index` into a conversation; also returns how many evidence ids it
 /// repaired.
-fn convert(
-    sample: RawSample,
-    index: usize,
-    origin: &Path,
-    opts: &LoadOptions,
-) -> Result<(Conversation, usize)> {
+fn convert(sample: RawSample, index: usize, origin: &Path, opts: &LoadOptions) -> Result<(Conversation, usize)> {
     let id = sample.sample_id;
     let RawConversation { mut sessions, dates } = sample.conversation;
     sessions.sort_by_key(|(n, _)| *n);
@@ -186,18 +169,16 @@ fn convert(
     let mut position: u32 = 0;
     for (number, turns) in sessions {
         let date = match dates.get(&number) {
-            Some((key, Some(text))) if !text.trim().is_empty() => {
-                Some(parse_locomo_date(text).ok_or_else(|| {
-                    Error::format(
-                        origin,
-                        format!("[{index}].conversation.{key}"),
-                        format!(
-                            "conversation `{id}`: cannot parse date `{text}`; expected a date \
+            Some((key, Some(text))) if !text.trim().is_empty() => Some(parse_locomo_date(text).ok_or_else(|| {
+                Error::format(
+                    origin,
+                    format!("[{index}].conversation.{key}"),
+                    format!(
+                        "conversation `{id}`: cannot parse date `{text}`; expected a date \
                              like `{LOCOMO_DATE_EXAMPLE}`"
-                        ),
-                    )
-                })?)
-            }
+                    ),
+                )
+            })?),
             _ => None,
         };
         let mut out_turns = Vec::with_capacity(turns.len());
@@ -211,19 +192,14 @@ fn convert(
                 position,
             });
             position = position.checked_add(1).ok_or_else(|| {
-                Error::format(
-                    origin,
-                    format!("[{index}]"),
-                    format!("conversation `{id}` has too many turns"),
-                )
+                Error::format(origin, format!("[{index}]"), format!("conversation `{id}` has too many turns"))
             })?;
         }
         out_sessions.push(Session { index: number, date, turns: out_turns });
     }
     check_conversation(origin, &id, &out_sessions, opts)?;
 
-    let exact: HashSet<&str> =
-        out_sessions.iter().flat_map(|s| &s.turns).map(|t| t.id.as_str()).collect();
+    let exact: HashSet<&str> = out_sessions.iter().flat_map(|s| &s.turns).map(|t| t.id.as_str()).collect();
     let mut canonical: HashMap<DiaId, &str> = HashMap::new();
     for turn in out_sessions.iter().flat_map(|s| &s.turns) {
         if let Some(dia) = DiaId::parse(&turn.id) {
@@ -234,11 +210,7 @@ fn convert(
     let mut repaired = 0;
     let mut questions = Vec::with_capacity(sample.qa.len());
     for (q_index, qa) in sample.qa.into_iter().enumerate() {
-        let resolved = evidence::resolve_locomo(
-            &qa.evidence,
-            |e| exact.contains(e),
-            |d| canonical.get(&d).copied(),
-        );
+        let resolved = evidence::resolve_locomo(&qa.evidence, |e| exact.contains(e), |d| canonical.get(&d).copied());
         if resolved.repaired > 0 || !resolved.unresolved.is_empty() {
             tracing::debug!(
                 conversation = %id,
@@ -261,8 +233,7 @@ fn convert(
             unresolved_evidence: resolved.unresolved,
         });
     }
-    let conversation =
-        Conversation { id, format: SourceFormat::Locomo, sessions: out_sessions, questions };
+    let conversation = Conversation { id, format: SourceFormat::Locomo, sessions: out_sessions, questions };
     Ok((conversation, repaired))
 }
 
@@ -379,10 +350,7 @@ mod tests {
         v[0]["conversation"]["session_2"] = json!([]);
         v[0]["conversation"]["session_10"] = json!([]);
         let text = parse(v).unwrap_err().to_string();
-        assert!(
-            text.contains("sample.json: conversation `conv-x`: conversation has no turns"),
-            "{text}"
-        );
+        assert!(text.contains("sample.json: conversation `conv-x`: conversation has no turns"), "{text}");
     }
 
     #[test]
@@ -409,25 +377,17 @@ mod tests {
         let mut v = sample();
         v[0].as_object_mut().unwrap().remove("sample_id");
         let text = parse(v).unwrap_err().to_string();
-        assert!(
-            text.contains("sample.json: [0]: wrong shape: missing field `sample_id`"),
-            "{text}"
-        );
+        assert!(text.contains("sample.json: [0]: wrong shape: missing field `sample_id`"), "{text}");
 
         let text = parse(json!({"sample_id": "x"})).unwrap_err().to_string();
-        assert!(
-            text.contains("sample.json: .: wrong shape") && text.contains("sequence"),
-            "{text}"
-        );
+        assert!(text.contains("sample.json: .: wrong shape") && text.contains("sequence"), "{text}");
     }
 
     #[test]
     fn session_keys() {
         assert!(matches!(session_key("session_12"), Some(SessionKey::Turns(12))));
         assert!(matches!(session_key("session_3_date_time"), Some(SessionKey::Date(3))));
-        for other in
-            ["speaker_a", "session_", "session_x", "session_1_summary", "session__date_time"]
-        {
+        for other in ["speaker_a", "session_", "session_x", "session_1_summary", "session__date_time"] {
             assert!(session_key(other).is_none(), "{other}");
         }
     }

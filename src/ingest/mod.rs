@@ -147,10 +147,7 @@ fn layout(path: &Path) -> Result<Layout> {
         }
     }
     if dirs.is_empty() {
-        return Err(unknown(
-            path,
-            "directory holds no chat.json, and none of its subdirectories does either",
-        ));
+        return Err(unknown(path, "directory holds no chat.json, and none of its subdirectories does either"));
     }
     dirs.sort_by(|a, b| natural_cmp(&file_name(a), &file_name(b)));
     Ok(Layout::BeamDirs(dirs))
@@ -210,11 +207,7 @@ pub(crate) fn read_text(path: &Path) -> Result<String> {
         let line_start = valid.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
         let column = String::from_utf8_lossy(&valid[line_start..]).chars().count() + 1;
         let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
-        Error::format(
-            path,
-            format!("byte offset {} (line {line}, column {column})", valid.len()),
-            "not valid UTF-8",
-        )
+        Error::format(path, format!("byte offset {} (line {line}, column {column})", valid.len()), "not valid UTF-8")
     })?;
     Ok(match text.strip_prefix('\u{feff}') {
         Some(rest) => rest.to_owned(),
@@ -238,24 +231,16 @@ fn json_error(path: &Path, place: &str, e: &serde_json::Error) -> Error {
     let at = format!("line {}, column {}", e.line(), e.column());
     // serde_json ends its messages with " at line L column C"; say it once, our way.
     let full = e.to_string();
-    let message =
-        full.strip_suffix(&format!(" at line {} column {}", e.line(), e.column())).unwrap_or(&full);
+    let message = full.strip_suffix(&format!(" at line {} column {}", e.line(), e.column())).unwrap_or(&full);
     match e.classify() {
-        serde_json::error::Category::Data => {
-            Error::format(path, place, format!("wrong shape: {message} ({at})"))
-        }
+        serde_json::error::Category::Data => Error::format(path, place, format!("wrong shape: {message} ({at})")),
         _ => Error::format(path, at, format!("not JSON: {message}")),
     }
 }
 
 /// Checks what every conversation must satisfy, whatever its layout: it has turns, its turn ids
 /// are unique, and no turn is longer than the limit.
-pub(crate) fn check_conversation(
-    path: &Path,
-    id: &str,
-    sessions: &[Session],
-    opts: &LoadOptions,
-) -> Result<()> {
+pub(crate) fn check_conversation(path: &Path, id: &str, sessions: &[Session], opts: &LoadOptions) -> Result<()> {
     let mut seen: HashMap<&str, usize> = HashMap::new();
     let mut position = 0;
     for session in sessions {
@@ -265,10 +250,7 @@ pub(crate) fn check_conversation(
                 return Err(Error::format(
                     path,
                     format!("conversation `{id}`, turn `{}`", turn.id),
-                    format!(
-                        "turn is {size} bytes, more than the limit of {} bytes",
-                        opts.max_turn_bytes
-                    ),
+                    format!("turn is {size} bytes, more than the limit of {} bytes", opts.max_turn_bytes),
                 ));
             }
             if let Some(first) = seen.insert(&turn.id, position) {
@@ -282,11 +264,7 @@ pub(crate) fn check_conversation(
         }
     }
     if position == 0 {
-        return Err(Error::format(
-            path,
-            format!("conversation `{id}`"),
-            "conversation has no turns",
-        ));
+        return Err(Error::format(path, format!("conversation `{id}`"), "conversation has no turns"));
     }
     Ok(())
 }
@@ -378,10 +356,7 @@ mod tests {
         write(&root, "empty/readme.txt", b"not a conversation");
         let loaded = load_path(&root, &LoadOptions::default()).unwrap();
         let ids: Vec<&str> = loaded.conversations.iter().map(|c| c.id.as_str()).collect();
-        assert_eq!(
-            ids,
-            ["beam-100K-1", "beam-100K-2", "beam-100K-10", "beam-100K-plan-2", "beam-100K-plan-10"]
-        );
+        assert_eq!(ids, ["beam-100K-1", "beam-100K-2", "beam-100K-10", "beam-100K-plan-2", "beam-100K-plan-10"]);
         assert_eq!(loaded.files.len(), 5, "no probing_questions.json in these copies");
     }
 
@@ -486,16 +461,14 @@ mod tests {
         assert_eq!(demo.format, SourceFormat::Locomo);
         assert_eq!(demo.sessions.len(), 3);
         assert_eq!(demo.turn_count(), 30);
-        let speakers: std::collections::BTreeSet<&str> =
-            demo.turns().map(|t| t.speaker.as_str()).collect();
+        let speakers: std::collections::BTreeSet<&str> = demo.turns().map(|t| t.speaker.as_str()).collect();
         assert_eq!(speakers.len(), 2);
         let dates: std::collections::BTreeSet<_> = demo.sessions.iter().map(|s| s.date).collect();
         assert_eq!(dates.len(), 3, "three sessions on three dates");
         assert!(demo.sessions.iter().all(|s| s.date.is_some()));
         assert_eq!(demo.turns().filter(|t| t.image_caption.is_some()).count(), 1);
         assert_eq!(demo.questions.len(), 8);
-        let mut categories: Vec<&str> =
-            demo.questions.iter().map(|q| q.category.as_str()).collect();
+        let mut categories: Vec<&str> = demo.questions.iter().map(|q| q.category.as_str()).collect();
         categories.sort_unstable();
         categories.dedup();
         assert_eq!(categories, ["1", "2", "4", "5"]);
@@ -542,8 +515,7 @@ mod tests {
         assert_eq!(beam.turn_count(), 5732);
         assert_eq!(beam.question_count(), 400);
         assert_eq!((beam.repaired_evidence, beam.unresolved_evidence), (0, 0));
-        let questions: Vec<_> =
-            beam.conversations.iter().flat_map(|c| c.questions.iter()).collect();
+        let questions: Vec<_> = beam.conversations.iter().flat_map(|c| c.questions.iter()).collect();
         for q in &questions {
             assert!(q.unresolved_evidence.is_empty(), "{}", q.id);
             assert_eq!(q.adversarial, q.category == "abstention", "{}", q.id);

@@ -120,18 +120,13 @@ pub async fn ingest_loaded(
     if options.chunk_turns == 0 {
         return Err(Error::InvalidArgument("chunk size must be at least 1 turn".into()));
     }
-    let LoadedInput {
-        sources,
-        conversations: pending,
-        repaired_evidence: repaired,
-        unresolved_evidence: unresolved,
-    } = input;
+    let LoadedInput { sources, conversations: pending, repaired_evidence: repaired, unresolved_evidence: unresolved } =
+        input;
     let total_turns: usize = pending.iter().map(|(c, _)| c.turn_count()).sum();
     progress.set_length(total_turns as u64);
 
     let mut txn = Store::begin_write(store_root).await?;
-    let existing: BTreeSet<String> =
-        txn.base().conversations().await?.into_iter().map(|c| c.id).collect();
+    let existing: BTreeSet<String> = txn.base().conversations().await?.into_iter().map(|c| c.id).collect();
     let mut embed_time = Duration::ZERO;
     let (mut replaced, mut questions) = (0, 0);
     for (conversation, source) in &pending {
@@ -140,15 +135,12 @@ pub async fn ingest_loaded(
             txn.remove_conversation(&conversation.id).await?;
             replaced += 1;
         }
-        let rows: Vec<(u32, &Turn)> = conversation
-            .sessions
-            .iter()
-            .flat_map(|s| s.turns.iter().map(move |t| (s.index, t)))
-            .collect();
+        let rows: Vec<(u32, &Turn)> =
+            conversation.sessions.iter().flat_map(|s| s.turns.iter().map(move |t| (s.index, t))).collect();
         for chunk in rows.chunks(options.chunk_turns) {
             let texts: Vec<String> = chunk.iter().map(|(_, t)| t.embedding_text()).collect();
             let t0 = Instant::now();
-            let embeddings = tokio::task::block_in_place(|| embedder.embed(&texts))?;
+            let embeddings = blocking(|| embedder.embed(&texts))?;
             embed_time += t0.elapsed();
             let sessions: Vec<u32> = chunk.iter().map(|(s, _)| *s).collect();
             let turns: Vec<&Turn> = chunk.iter().map(|(_, t)| *t).collect();
@@ -171,11 +163,16 @@ pub async fn ingest_loaded(
         unresolved_evidence: unresolved,
         seconds: started.elapsed().as_secs_f64(),
         embed_seconds,
-        turns_per_second: if embed_seconds > 0.0 {
-            total_turns as f64 / embed_seconds
-        } else {
-            0.0
-        },
+        turns_per_second: if embed_seconds > 0.0 { total_turns as f64 / embed_seconds } else { 0.0 },
         store_generation: store.generation(),
     })
+}
+
+/// Runs CPU-heavy work without stalling other tasks of a multi-threaded runtime; on a
+/// current-thread runtime (where `block_in_place` would panic) it simply runs.
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
+        _ => f(),
+    }
 }

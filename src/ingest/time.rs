@@ -22,10 +22,8 @@ pub fn parse_locomo_date(text: &str) -> Option<DateTime<Utc>> {
     let lower = text.trim().to_ascii_lowercase();
     let (time_part, date_part) = lower.split_once(" on ")?;
     let time = parse_clock(time_part)?;
-    let date_words: Vec<&str> = date_part
-        .split(|c: char| c.is_whitespace() || c == ',')
-        .filter(|w| !w.is_empty())
-        .collect();
+    let date_words: Vec<&str> =
+        date_part.split(|c: char| c.is_whitespace() || c == ',').filter(|w| !w.is_empty()).collect();
     let [day, month, year] = date_words.as_slice() else {
         return None;
     };
@@ -43,11 +41,7 @@ pub fn parse_beam_anchor(text: &str) -> Option<DateTime<Utc>> {
     let date = if a.len() == 4 && a.bytes().all(|b| b.is_ascii_digit()) {
         NaiveDate::from_ymd_opt(parse_year(a)?, parse_small(b)?, parse_small(c)?)?
     } else {
-        NaiveDate::from_ymd_opt(
-            parse_year(c)?,
-            month_number(&a.to_ascii_lowercase())?,
-            parse_small(b)?,
-        )?
+        NaiveDate::from_ymd_opt(parse_year(c)?, month_number(&a.to_ascii_lowercase())?, parse_small(b)?)?
     };
     Some(date.and_time(NaiveTime::MIN).and_utc())
 }
@@ -127,10 +121,7 @@ mod tests {
         assert_eq!(parse_locomo_date("1:56 pm on 8 May, 2023"), Some(utc(2023, 5, 8, 13, 56)));
         assert_eq!(parse_locomo_date("10:37 am on 27 June, 2023"), Some(utc(2023, 6, 27, 10, 37)));
         assert_eq!(parse_locomo_date("12:48 am on 1 February, 2023"), Some(utc(2023, 2, 1, 0, 48)));
-        assert_eq!(
-            parse_locomo_date("12:09 pm on 13 September, 2022"),
-            Some(utc(2022, 9, 13, 12, 9))
-        );
+        assert_eq!(parse_locomo_date("12:09 pm on 13 September, 2022"), Some(utc(2022, 9, 13, 12, 9)));
     }
 
     #[test]

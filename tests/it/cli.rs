@@ -51,8 +51,8 @@ fn demo_file_ingests_and_reingest_replaces() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = dir.path().join("store");
     let demo = root().join("datasets/demo.json");
-    let summary: Value = serde_json::from_str(&ok(&store, &["ingest", demo.to_str().expect("utf-8"), "--json"]))
-        .expect("summary JSON");
+    let summary: Value =
+        serde_json::from_str(&ok(&store, &["ingest", demo.to_str().expect("utf-8"), "--json"])).expect("summary JSON");
     let expected = locomo_counts(&demo);
     assert_eq!(summary["conversations"], 1);
     assert_eq!(summary["turns"], expected[0].1);
@@ -109,8 +109,8 @@ fn bad_input_is_named_and_leaves_the_store_unchanged() {
         std::fs::write(&p, bytes).expect("write");
         p
     };
-    let demo: Value = serde_json::from_slice(&std::fs::read(root().join("datasets/demo.json")).expect("read"))
-        .expect("demo json");
+    let demo: Value =
+        serde_json::from_slice(&std::fs::read(root().join("datasets/demo.json")).expect("read")).expect("demo json");
     let mut empty = demo.clone();
     {
         let conv = empty[0]["conversation"].as_object_mut().expect("conversation");
@@ -147,7 +147,15 @@ fn bad_input_is_named_and_leaves_the_store_unchanged() {
 fn unknown_command_and_missing_model_are_clear_errors() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = dir.path().join("store");
-    let out = myelin(&store, &["ingest", root().join("datasets/demo.json").to_str().expect("utf-8"), "--model-dir", dir.path().to_str().expect("utf-8")]);
+    let out = myelin(
+        &store,
+        &[
+            "ingest",
+            root().join("datasets/demo.json").to_str().expect("utf-8"),
+            "--model-dir",
+            dir.path().to_str().expect("utf-8"),
+        ],
+    );
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("scripts/fetch-model.sh"), "{err}");
