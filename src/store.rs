@@ -721,19 +721,10 @@ impl WriteTxn {
             // Persist the rename itself; not every platform can fsync a directory.
             let _ = dir.sync_all();
         }
-        let tables = std::mem::take(&mut self.fresh);
-        let mut store = Store { root, manifest, tables: BTreeMap::new() };
-        for (table, ds) in tables {
-            store.tables.insert(table, ds);
-        }
-        for table in Table::ALL {
-            if !store.tables.contains_key(&table) {
-                if let Some(ds) = self.store.tables.remove(&table) {
-                    store.tables.insert(table, ds);
-                }
-            }
-        }
-        Ok(store)
+        // Tables written in this transaction at their new versions; the others as they were.
+        let mut tables = std::mem::take(&mut self.store.tables);
+        tables.append(&mut self.fresh);
+        Ok(Store { root, manifest, tables })
     }
 }
 
