@@ -208,7 +208,17 @@ fn print_ingest(s: &IngestSummary, json: bool) -> anyhow::Result<()> {
     t.add_row(vec!["turns".to_string(), s.turns.to_string()]);
     t.add_row(vec!["questions".to_string(), s.questions.to_string()]);
     t.add_row(vec!["evidence ids repaired".to_string(), s.repaired_evidence.to_string()]);
-    t.add_row(vec!["evidence ids unresolved".to_string(), s.unresolved_evidence.to_string()]);
+    let mut unresolved = s.unresolved_evidence.to_string();
+    if !s.unresolved_ids.is_empty() {
+        let shown: Vec<&str> = s.unresolved_ids.iter().take(5).map(String::as_str).collect();
+        let more = s.unresolved_ids.len().saturating_sub(shown.len());
+        unresolved = format!(
+            "{unresolved} ({}{})",
+            shown.join("; "),
+            if more > 0 { format!("; {more} more") } else { String::new() }
+        );
+    }
+    t.add_row(vec!["evidence ids unresolved".to_string(), unresolved]);
     t.add_row(vec!["embedding".to_string(), format!("{:.1} s, {:.1} turns/s", s.embed_seconds, s.turns_per_second)]);
     t.add_row(vec!["total time".to_string(), format!("{:.1} s", s.seconds)]);
     t.add_row(vec!["store generation".to_string(), s.store_generation.to_string()]);

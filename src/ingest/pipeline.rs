@@ -39,6 +39,8 @@ pub struct IngestSummary {
     pub repaired_evidence: usize,
     /// Evidence ids that name no turn (kept with their question, not counted as evidence).
     pub unresolved_evidence: usize,
+    /// Each unresolved id as `<question id>: <id as written>`.
+    pub unresolved_ids: Vec<String>,
     /// Wall time of the whole run, seconds.
     pub seconds: f64,
     /// Time spent embedding, seconds.
@@ -123,6 +125,11 @@ pub async fn ingest_loaded(
     let LoadedInput { sources, conversations: pending, repaired_evidence: repaired, unresolved_evidence: unresolved } =
         input;
     let total_turns: usize = pending.iter().map(|(c, _)| c.turn_count()).sum();
+    let unresolved_ids: Vec<String> = pending
+        .iter()
+        .flat_map(|(c, _)| c.questions.iter())
+        .flat_map(|q| q.unresolved_evidence.iter().map(move |e| format!("{}: {e}", q.id)))
+        .collect();
     progress.set_length(total_turns as u64);
 
     let mut txn = Store::begin_write(store_root).await?;
@@ -161,6 +168,7 @@ pub async fn ingest_loaded(
         questions,
         repaired_evidence: repaired,
         unresolved_evidence: unresolved,
+        unresolved_ids,
         seconds: started.elapsed().as_secs_f64(),
         embed_seconds,
         turns_per_second: if embed_seconds > 0.0 { total_turns as f64 / embed_seconds } else { 0.0 },

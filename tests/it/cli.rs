@@ -174,7 +174,12 @@ fn real_locomo_dev_file_ingests_completely() {
     assert_eq!(expected.len(), 7);
     assert_eq!(summary["questions"], 1347);
     assert_eq!(stats_counts(&stats(&store)), expected);
-    assert!(summary["unresolved_evidence"].as_u64().expect("n") > 0, "the public data has unresolvable ids");
+    // The public file has three evidence ids that name no turn (see the loaders' real-data test).
+    assert_eq!(summary["unresolved_evidence"], 3);
+    let ids: Vec<&str> =
+        summary["unresolved_ids"].as_array().expect("list").iter().map(|v| v.as_str().expect("text")).collect();
+    assert_eq!(ids.len(), 3);
+    assert!(ids.iter().any(|i| i.starts_with("conv-42/") && i.ends_with(": D10:19")), "{ids:?}");
 }
 
 #[test]
