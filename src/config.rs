@@ -41,6 +41,13 @@ impl Default for IngestConfig {
     }
 }
 
+impl IngestConfig {
+    /// The loader limits these settings imply.
+    pub fn load_options(&self) -> crate::ingest::LoadOptions {
+        crate::ingest::LoadOptions { max_turn_bytes: self.max_turn_bytes }
+    }
+}
+
 impl Config {
     /// Reads a TOML file.
     pub fn from_file(path: &Path) -> Result<Config> {

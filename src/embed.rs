@@ -200,6 +200,11 @@ impl Embedder {
         Ok(Embedder { model, tokenizer, device, batch_size: config.batch_size, dir, pool })
     }
 
+    /// Batches embedded in parallel (the size of the embedder's thread pool).
+    pub fn threads(&self) -> usize {
+        self.pool.current_num_threads()
+    }
+
     /// The directory the model was loaded from.
     pub fn model_dir(&self) -> &Path {
         &self.dir

@@ -126,25 +126,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Ingest { paths, tuning, json } => {
             apply_ingest_flags(&mut config, &tuning);
             let started = Instant::now();
-            let input = LoadedInput::read(
-                &paths,
-                &myelin::ingest::LoadOptions { max_turn_bytes: config.ingest.max_turn_bytes },
-            )?;
+            let input = LoadedInput::read(&paths, &config.ingest)?;
             let summary = runtime.block_on(ingest(&store, input, &config, cli.quiet, started))?;
             print_ingest(&summary, json)?;
         }
         Command::Stats { json } => runtime.block_on(stats(&store, json))?,
         Command::Demo => {
             let started = Instant::now();
-            let demo = myelin::ingest::load_demo()?;
-            let mut input = LoadedInput {
-                repaired_evidence: demo.repaired_evidence,
-                unresolved_evidence: demo.unresolved_evidence,
-                ..LoadedInput::default()
-            };
-            for c in demo.conversations {
-                input.push(c, "<built-in demo>".into())?;
-            }
+            let mut input = LoadedInput::default();
+            input.add(myelin::ingest::load_demo()?, "<built-in demo>")?;
             let summary = runtime.block_on(ingest(&store, input, &config, cli.quiet, started))?;
             print_ingest(&summary, false)?;
             runtime.block_on(stats(&store, false))?;
@@ -278,10 +268,7 @@ fn embed_bench(path: &Path, config: &Config, repeat: usize, json: bool) -> anyho
         best = best.min(t0.elapsed().as_secs_f64());
         anyhow::ensure!(out.len() == sentences.len() * myelin::embed::EMBEDDING_DIM, "embedder returned a wrong size");
     }
-    let threads = match config.embed.threads {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        n => n,
-    };
+    let threads = embedder.threads();
     let per_second = sentences.len() as f64 / best;
     if json {
         println!(

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use indicatif::ProgressBar;
 use serde::Serialize;
 
-use super::{LoadOptions, load_path};
+use super::{Loaded, load_path};
 use crate::config::IngestConfig;
 use crate::conversation::{Conversation, Turn};
 use crate::embed::Embedder;
@@ -60,38 +60,36 @@ pub struct LoadedInput {
     pub conversations: Vec<(Conversation, String)>,
     /// Evidence ids repaired by the loaders.
     pub repaired_evidence: usize,
-    /// Evidence ids no turn matches.
-    pub unresolved_evidence: usize,
 }
 
 impl LoadedInput {
     /// Reads and validates every path; a conversation id that appears twice is an error.
-    pub fn read(paths: &[PathBuf], options: &LoadOptions) -> Result<LoadedInput> {
+    pub fn read(paths: &[PathBuf], options: &IngestConfig) -> Result<LoadedInput> {
         if paths.is_empty() {
             return Err(Error::InvalidArgument("nothing to ingest: no path given".into()));
         }
+        let options = options.load_options();
         let mut input = LoadedInput::default();
         for path in paths {
-            let loaded = load_path(path, options)?;
-            input.repaired_evidence += loaded.repaired_evidence;
-            input.unresolved_evidence += loaded.unresolved_evidence;
-            input.sources.extend(loaded.files.iter().cloned());
-            for conversation in loaded.conversations {
-                input.push(conversation, path.display().to_string())?;
-            }
+            input.add(load_path(path, &options)?, &path.display().to_string())?;
         }
         Ok(input)
     }
 
-    /// Adds one conversation; its id must be new to this input.
-    pub fn push(&mut self, conversation: Conversation, source: String) -> Result<()> {
-        if self.conversations.iter().any(|(c, _)| c.id == conversation.id) {
-            return Err(Error::InvalidArgument(format!(
-                "{source}: conversation '{}' appears twice in this ingest",
-                conversation.id
-            )));
+    /// Adds what one loader returned, each conversation tagged with `source`; a conversation
+    /// id must be new to this input.
+    pub fn add(&mut self, loaded: Loaded, source: &str) -> Result<()> {
+        self.repaired_evidence += loaded.repaired_evidence;
+        self.sources.extend(loaded.files);
+        for conversation in loaded.conversations {
+            if self.conversations.iter().any(|(c, _)| c.id == conversation.id) {
+                return Err(Error::InvalidArgument(format!(
+                    "{source}: conversation '{}' appears twice in this ingest",
+                    conversation.id
+                )));
+            }
+            self.conversations.push((conversation, source.to_string()));
         }
-        self.conversations.push((conversation, source));
         Ok(())
     }
 }
@@ -106,7 +104,7 @@ pub async fn ingest_paths(
     progress: &ProgressBar,
 ) -> Result<IngestSummary> {
     let started = Instant::now();
-    let input = LoadedInput::read(paths, &LoadOptions { max_turn_bytes: options.max_turn_bytes })?;
+    let input = LoadedInput::read(paths, options)?;
     ingest_loaded(store_root, input, embedder, options, progress, started).await
 }
 
@@ -122,8 +120,7 @@ pub async fn ingest_loaded(
     if options.chunk_turns == 0 {
         return Err(Error::InvalidArgument("chunk size must be at least 1 turn".into()));
     }
-    let LoadedInput { sources, conversations: pending, repaired_evidence: repaired, unresolved_evidence: unresolved } =
-        input;
+    let LoadedInput { sources, conversations: pending, repaired_evidence: repaired } = input;
     let total_turns: usize = pending.iter().map(|(c, _)| c.turn_count()).sum();
     let unresolved_ids: Vec<String> = pending
         .iter()
@@ -167,7 +164,7 @@ pub async fn ingest_loaded(
         turns: total_turns,
         questions,
         repaired_evidence: repaired,
-        unresolved_evidence: unresolved,
+        unresolved_evidence: unresolved_ids.len(),
         unresolved_ids,
         seconds: started.elapsed().as_secs_f64(),
         embed_seconds,
