@@ -20,6 +20,10 @@ pub struct Config {
     pub embed: EmbedConfig,
     /// Reading and writing conversations.
     pub ingest: IngestConfig,
+    /// Building the memory graph.
+    pub graph: crate::graph::GraphConfig,
+    /// Answering queries.
+    pub retrieve: crate::retrieve::RetrieveConfig,
 }
 
 /// Settings of `myelin ingest`.

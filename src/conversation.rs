@@ -85,10 +85,16 @@ impl Turn {
     /// The text that is embedded and searched: the turn's words, then the caption of the photo
     /// it shared, if any.
     pub fn embedding_text(&self) -> String {
-        match &self.image_caption {
-            Some(c) if !c.is_empty() => format!("{} [shared a photo: {c}]", self.text),
-            _ => self.text.clone(),
-        }
+        embedding_text(&self.text, self.image_caption.as_deref())
+    }
+}
+
+/// A turn's words followed by the caption of the photo it shared, if any: what is embedded
+/// and searched.
+pub fn embedding_text(text: &str, image_caption: Option<&str>) -> String {
+    match image_caption {
+        Some(c) if !c.is_empty() => format!("{text} [shared a photo: {c}]"),
+        _ => text.to_string(),
     }
 }
 

@@ -5,11 +5,15 @@
 //! keeps everything in versioned Lance datasets.
 #![warn(missing_docs)]
 
+pub mod activation;
 pub mod config;
 pub mod conversation;
 pub mod embed;
 pub mod error;
+pub mod eval;
+pub mod graph;
 pub mod ingest;
+pub mod retrieve;
 pub mod store;
 
 pub use error::{Error, Result};

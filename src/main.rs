@@ -12,8 +12,13 @@ use clap::{Args, Parser, Subcommand};
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use indicatif::{ProgressBar, ProgressStyle};
 use myelin::config::Config;
+use myelin::conversation::SourceFormat;
 use myelin::embed::Embedder;
-use myelin::ingest::pipeline::{IngestSummary, LoadedInput, ingest_loaded};
+use myelin::eval::plot::{Curve, Panel, recall_svg};
+use myelin::eval::{EvalOptions, Report, evaluate};
+use myelin::ingest::pipeline::{IngestSummary, LoadedInput, build_missing_graphs, ingest_loaded};
+use myelin::retrieve::bm25::Analyzer;
+use myelin::retrieve::{Memory, Mode, Query};
 use myelin::store::{Store, resolve_store_dir};
 
 #[derive(Parser, Debug)]
@@ -54,8 +59,56 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Ingest the built-in demo conversation and show the store.
+    /// Ingest the built-in demo conversation, show the store, and answer a few questions.
     Demo,
+    /// Retrieve the episodes a question needs from one conversation's memory.
+    Query {
+        /// Conversation id (see `myelin stats`).
+        #[arg(long)]
+        conversation: String,
+        /// The question.
+        question: String,
+        /// Retrieval mode: dense, bm25, rrf, linear, ppr, synapse, no-inhibition, no-fan,
+        /// no-decay, no-graph.
+        #[arg(long, default_value = "synapse")]
+        mode: String,
+        #[command(flatten)]
+        tuning: RetrieveFlags,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// Show why each episode surfaced: anchors, activation per step, inhibition, path.
+        #[arg(long)]
+        explain: bool,
+    },
+    /// Run every question of a data set through the retrieval modes and compare them.
+    Eval {
+        /// `locomo FILE` or `beam DIR`.
+        #[arg(value_parser = ["locomo", "beam"])]
+        dataset: String,
+        /// The LoCoMo file or BEAM directory; conversations not yet in the store are ingested.
+        path: PathBuf,
+        /// Comma-separated modes [default: all].
+        #[arg(long, value_delimiter = ',')]
+        modes: Vec<String>,
+        /// Only these conversations (comma-separated ids) [default: all of the input].
+        #[arg(long, value_delimiter = ',')]
+        conversations: Vec<String>,
+        /// Pick τ_gate per mode on a 10% split of the questions; report on the other 90%.
+        #[arg(long)]
+        calibrate: bool,
+        /// Most false refusals calibration may accept on its split.
+        #[arg(long, default_value_t = 0.03)]
+        max_false_refusal: f64,
+        #[command(flatten)]
+        tuning: RetrieveFlags,
+        /// Write the report as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Draw recall@k against k per mode, one panel per group, to this SVG file.
+        #[arg(long)]
+        plot: Option<PathBuf>,
+    },
     /// Time the embedder on a file of sentences (one per line).
     EmbedBench {
         /// Sentences, one per line.
@@ -84,6 +137,88 @@ struct IngestFlags {
     /// Turns per embed-and-append chunk [config: ingest.chunk_turns, default 2048].
     #[arg(long)]
     chunk_turns: Option<usize>,
+}
+
+/// Retrieval parameters; each overrides its `[retrieve]` / `[retrieve.activation]` config key.
+#[derive(Args, Debug)]
+struct RetrieveFlags {
+    /// Episodes returned, k [retrieve.top_k, default 30].
+    #[arg(long)]
+    top_k: Option<usize>,
+    /// Anchors per trigger (BM25, dense) [retrieve.anchor_k, default 10].
+    #[arg(long)]
+    anchor_k: Option<usize>,
+    /// Initial activation scale α [retrieve.alpha, default 2].
+    #[arg(long)]
+    alpha: Option<f32>,
+    /// Share of normalised BM25 in the similarity of the graph modes, w [retrieve.lexical_weight, default 0.7].
+    #[arg(long)]
+    lexical_weight: Option<f32>,
+    /// Gate threshold τ_gate [retrieve.gate_threshold, default 0.12].
+    #[arg(long)]
+    gate_threshold: Option<f32>,
+    /// λ1, λ2, λ3: weights of similarity, activation, PageRank [retrieve.lambda_*, default 0.6,0.4,0].
+    #[arg(long, value_delimiter = ',')]
+    lambda: Option<Vec<f32>>,
+    /// Propagation steps T [retrieve.activation.steps, default 3].
+    #[arg(long)]
+    steps: Option<usize>,
+    /// Spreading factor S [retrieve.activation.spreading, default 0.8].
+    #[arg(long)]
+    spreading: Option<f32>,
+    /// Decay δ [retrieve.activation.decay, default 0.5].
+    #[arg(long)]
+    decay: Option<f32>,
+    /// Inhibition top-M [retrieve.activation.inhibition_top_m, default 50].
+    #[arg(long)]
+    top_m: Option<usize>,
+    /// Inhibition β [retrieve.activation.inhibition_beta, default 0.02].
+    #[arg(long)]
+    beta: Option<f32>,
+    /// Sigmoid γ [retrieve.activation.sigmoid_gamma, default 5].
+    #[arg(long)]
+    gamma: Option<f32>,
+    /// Sigmoid θ [retrieve.activation.sigmoid_theta, default 0.5].
+    #[arg(long)]
+    theta: Option<f32>,
+    /// Temporal decay ρ [retrieve.activation.rho, default 0.01].
+    #[arg(long)]
+    rho: Option<f32>,
+    /// Unit of time of ρ: hour or day [retrieve.activation.time_unit, default hour].
+    #[arg(long)]
+    time_unit: Option<String>,
+    /// Scale the confidence by whether the speaker the question names said the best episodes:
+    /// true or false [retrieve.speaker_check, default true].
+    #[arg(long)]
+    speaker_check: Option<bool>,
+    /// Let concept nodes stand for episodes in the result: true or false
+    /// [retrieve.concepts_in_results, default true].
+    #[arg(long)]
+    concepts_in_results: Option<bool>,
+}
+
+impl RetrieveFlags {
+    fn apply(&self, config: &mut Config) -> anyhow::Result<()> {
+        let r = &mut config.retrieve;
+        let a = &mut r.activation;
+        macro_rules! set {
+            ($($flag:ident => $target:expr),* $(,)?) => { $( if let Some(v) = self.$flag.clone() { $target = v; } )* };
+        }
+        set!(top_k => r.top_k, anchor_k => r.anchor_k, alpha => r.alpha, lexical_weight => r.lexical_weight, gate_threshold => r.gate_threshold,
+             concepts_in_results => r.concepts_in_results, speaker_check => r.speaker_check, steps => a.steps, spreading => a.spreading,
+             decay => a.decay, top_m => a.inhibition_top_m, beta => a.inhibition_beta, gamma => a.sigmoid_gamma,
+             theta => a.sigmoid_theta, rho => a.rho);
+        if let Some(unit) = &self.time_unit {
+            a.time_unit = serde_json::from_value(serde_json::Value::String(unit.clone()))
+                .map_err(|_| anyhow::anyhow!("--time-unit {unit}: expected hour or day"))?;
+        }
+        if let Some(l) = &self.lambda {
+            anyhow::ensure!(l.len() == 3, "--lambda takes three weights, e.g. 0.5,0.3,0.2");
+            (r.lambda_similarity, r.lambda_activation, r.lambda_pagerank) = (l[0], l[1], l[2]);
+        }
+        r.validate()?;
+        Ok(())
+    }
 }
 
 fn main() -> ExitCode {
@@ -138,6 +273,23 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let summary = runtime.block_on(ingest(&store, input, &config, cli.quiet, started))?;
             print_ingest(&summary, false)?;
             runtime.block_on(stats(&store, false))?;
+            runtime.block_on(demo_queries(&store, &config))?;
+        }
+        Command::Query { conversation, question, mode, tuning, json, explain } => {
+            tuning.apply(&mut config)?;
+            let mode = Mode::parse(&mode)?;
+            runtime.block_on(query(&store, &config, &conversation, &question, mode, json, explain))?;
+        }
+        Command::Eval { dataset, path, modes, conversations, calibrate, max_false_refusal, tuning, json, plot } => {
+            tuning.apply(&mut config)?;
+            let modes = if modes.is_empty() {
+                Mode::ALL.to_vec()
+            } else {
+                modes.iter().map(|m| Mode::parse(m)).collect::<myelin::Result<Vec<_>>>()?
+            };
+            let options = EvalOptions { modes, calibrate, max_false_refusal };
+            let args = EvalArgs { dataset, path, conversations, json, plot };
+            runtime.block_on(eval(&store, &config, args, &options, cli.quiet))?;
         }
         Command::EmbedBench { sentences, batch_size, repeat, json } => {
             if let Some(b) = batch_size {
@@ -161,6 +313,17 @@ fn apply_ingest_flags(config: &mut Config, flags: &IngestFlags) {
     }
 }
 
+/// A progress bar on a terminal, counting `unit`; hidden otherwise.
+fn progress_bar(quiet: bool, unit: &str) -> anyhow::Result<ProgressBar> {
+    if quiet || !std::io::stderr().is_terminal() {
+        return Ok(ProgressBar::hidden());
+    }
+    let pb = ProgressBar::new(0);
+    let template = format!("{{spinner}} {{msg:>14}} [{{bar:40}}] {{pos}}/{{len}} {unit} {{per_sec}} eta {{eta}}");
+    pb.set_style(ProgressStyle::with_template(&template).context("progress template")?.progress_chars("=> "));
+    Ok(pb)
+}
+
 async fn ingest(
     store: &Path,
     input: LoadedInput,
@@ -169,18 +332,19 @@ async fn ingest(
     started: Instant,
 ) -> anyhow::Result<IngestSummary> {
     let embedder = Embedder::load(&config.embed)?;
-    let progress = if quiet || !std::io::stderr().is_terminal() {
-        ProgressBar::hidden()
-    } else {
-        let pb = ProgressBar::new(0);
-        pb.set_style(
-            ProgressStyle::with_template("{spinner} {msg:>14} [{bar:40}] {pos}/{len} turns {per_sec} eta {eta}")
-                .context("progress template")?
-                .progress_chars("=> "),
-        );
-        pb
-    };
-    let summary = ingest_loaded(store, input, &embedder, &config.ingest, &progress, started)
+    ingest_with(store, input, &embedder, config, quiet, started).await
+}
+
+async fn ingest_with(
+    store: &Path,
+    input: LoadedInput,
+    embedder: &Embedder,
+    config: &Config,
+    quiet: bool,
+    started: Instant,
+) -> anyhow::Result<IngestSummary> {
+    let progress = progress_bar(quiet, "turns")?;
+    let summary = ingest_loaded(store, input, embedder, config, &progress, started)
         .await
         .with_context(|| format!("ingest into {} failed; the store is unchanged", store.display()))?;
     Ok(summary)
@@ -210,6 +374,10 @@ fn print_ingest(s: &IngestSummary, json: bool) -> anyhow::Result<()> {
     }
     t.add_row(vec!["evidence ids unresolved".to_string(), unresolved]);
     t.add_row(vec!["embedding".to_string(), format!("{:.1} s, {:.1} turns/s", s.embed_seconds, s.turns_per_second)]);
+    t.add_row(vec![
+        "memory graph".to_string(),
+        format!("{} concepts, {} edges, {:.1} s", s.concepts, s.edges, s.graph_seconds),
+    ]);
     t.add_row(vec!["total time".to_string(), format!("{:.1} s", s.seconds)]);
     t.add_row(vec!["store generation".to_string(), s.store_generation.to_string()]);
     println!("{t}");
@@ -287,4 +455,337 @@ fn embed_bench(path: &Path, config: &Config, repeat: usize, json: bool) -> anyho
         );
     }
     Ok(())
+}
+
+async fn load_memory(store: &Store, conversation: &str, config: &Config) -> anyhow::Result<Memory> {
+    let episodes = store.episodes(conversation).await?;
+    let graph = store.graph(conversation).await?.with_context(|| {
+        format!(
+            "conversation '{conversation}' has no memory graph (written by an older version): \
+             ingest its source again, or run `myelin eval` on it"
+        )
+    })?;
+    Ok(Memory::new(conversation, episodes, graph, config.retrieve.clone())?)
+}
+
+async fn query(
+    store_dir: &Path,
+    config: &Config,
+    conversation: &str,
+    question: &str,
+    mode: Mode,
+    json: bool,
+    explain: bool,
+) -> anyhow::Result<()> {
+    anyhow::ensure!(!question.trim().is_empty(), "empty question: nothing to retrieve");
+    let store = Store::open(store_dir).await?;
+    let memory = load_memory(&store, conversation, config).await?;
+    let embedder = Embedder::load(&config.embed)?;
+    let t0 = Instant::now();
+    let embedding = embedder.embed_one(question)?;
+    let embed_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let query = Query::new(&mut Analyzer::new()?, question, embedding)?;
+    let t0 = Instant::now();
+    let (result, explanations) =
+        if explain { memory.explain(&query, mode) } else { (memory.retrieve(&query, mode), Vec::new()) };
+    let retrieve_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let threshold = mode.is_synapse().then_some(config.retrieve.gate_threshold);
+    let ranks: std::collections::HashMap<u32, usize> =
+        result.hits.iter().enumerate().map(|(r, h)| (h.episode, r + 1)).collect();
+    let episodes = memory.episodes();
+    if json {
+        let hits: Vec<serde_json::Value> = result
+            .time_ordered()
+            .iter()
+            .map(|h| {
+                let e = &episodes[h.episode as usize];
+                serde_json::json!({
+                    "rank": ranks[&h.episode], "turn_id": e.turn_id, "session": e.session, "timestamp": e.timestamp,
+                    "speaker": e.speaker, "text": e.text, "image_caption": e.image_caption,
+                    "via": memory.node_name(h.node), "signals": h.signals,
+                })
+            })
+            .collect();
+        let explain: Vec<serde_json::Value> = explanations
+            .iter()
+            .map(|x| {
+                serde_json::json!({
+                    "node": memory.node_name(x.node), "dense_anchor_rank": x.dense_anchor_rank,
+                    "bm25_anchor_rank": x.bm25_anchor_rank, "activation": x.activation, "inhibition": x.inhibition,
+                    "path": x.path.iter().map(|&n| memory.node_name(n)).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        let out = serde_json::json!({
+            "conversation": conversation, "question": question, "mode": mode.as_str(),
+            "rejected": result.rejected, "confidence": result.confidence, "gate_threshold": threshold,
+            "episodes": if result.rejected { Vec::new() } else { hits },
+            "anchors": result.anchors.iter().map(|&n| memory.node_name(n)).collect::<Vec<_>>(),
+            "explain": explain, "query_embedding_ms": embed_ms, "retrieval_ms": retrieve_ms,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    println!("{mode} · {conversation} · {question}");
+    let gate = match threshold {
+        Some(t) => format!("confidence {:.3} (τ_gate {t})", result.confidence),
+        None => format!("top score {:.3} (no gate in this mode)", result.confidence),
+    };
+    if result.rejected {
+        println!("no confident memory of that: {gate}");
+        return Ok(());
+    }
+    println!(
+        "{gate}; {} episodes in time order; retrieval {retrieve_ms:.2} ms, query embedding {embed_ms:.1} ms",
+        result.hits.len()
+    );
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(vec!["rank", "turn", "time", "speaker", "text", "dense", "bm25", "activation", "pagerank", "score"]);
+    let opt = |x: Option<f32>| x.map_or("-".to_string(), |v| format!("{v:.3}"));
+    for h in result.time_ordered() {
+        let e = &episodes[h.episode as usize];
+        t.add_row(vec![
+            ranks[&h.episode].to_string(),
+            e.turn_id.clone(),
+            e.timestamp.map_or("-".to_string(), |d| d.format("%Y-%m-%d").to_string()),
+            e.speaker.clone(),
+            shorten(&e.embedding_text(), 70),
+            format!("{:.3}", h.signals.dense),
+            format!("{:.2}", h.signals.bm25),
+            opt(h.signals.activation),
+            opt(h.signals.pagerank),
+            format!("{:.3}", h.signals.score),
+        ]);
+    }
+    println!("{t}");
+    if explain {
+        for (h, x) in result.hits.iter().zip(&explanations) {
+            let anchor = match (x.dense_anchor_rank, x.bm25_anchor_rank) {
+                (None, None) => "not an anchor".to_string(),
+                (d, b) => {
+                    let part = |name: &str, r: Option<usize>| r.map(|r| format!("{name} #{r}"));
+                    let parts: Vec<String> = [part("dense", d), part("bm25", b)].into_iter().flatten().collect();
+                    format!("anchor by {}", parts.join(" and "))
+                }
+            };
+            let steps: Vec<String> = x.activation.iter().map(|a| format!("{a:.3}")).collect();
+            let inhibition: Vec<String> = x.inhibition.iter().map(|a| format!("{a:.3}")).collect();
+            let path: Vec<String> = x.path.iter().map(|&n| memory.node_name(n)).collect();
+            println!(
+                "{} via {}: {anchor}; activation {}; inhibition {}; path {}",
+                episodes[h.episode as usize].turn_id,
+                memory.node_name(h.node),
+                steps.join(" → "),
+                inhibition.join(", "),
+                path.join(" → ")
+            );
+        }
+    }
+    Ok(())
+}
+
+fn shorten(text: &str, max: usize) -> String {
+    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= max {
+        return flat;
+    }
+    let cut: String = flat.chars().take(max - 1).collect();
+    format!("{cut}…")
+}
+
+/// Answers the demo's own questions with the default mode.
+async fn demo_queries(store_dir: &Path, config: &Config) -> anyhow::Result<()> {
+    let store = Store::open(store_dir).await?;
+    let embedder = Embedder::load(&config.embed)?;
+    let mut analyzer = Analyzer::new()?;
+    let mut shown = Config { retrieve: config.retrieve.clone(), ..Config::default() };
+    shown.retrieve.top_k = 3;
+    for c in store.conversations().await? {
+        let memory = load_memory(&store, &c.id, &shown).await?;
+        for q in store.questions(&c.id).await? {
+            let query = Query::new(&mut analyzer, &q.text, embedder.embed_one(&q.text)?)?;
+            let r = memory.retrieve(&query, Mode::Synapse);
+            let turns: Vec<String> =
+                r.time_ordered().iter().map(|h| memory.episodes()[h.episode as usize].turn_id.clone()).collect();
+            let verdict = if r.rejected { "no confident memory".to_string() } else { turns.join(", ") };
+            println!(
+                "{}: {} → {verdict} (confidence {:.3}; evidence {})",
+                c.id,
+                q.text,
+                r.confidence,
+                if q.evidence.is_empty() { "none".to_string() } else { q.evidence.join(", ") }
+            );
+        }
+    }
+    Ok(())
+}
+
+struct EvalArgs {
+    dataset: String,
+    path: PathBuf,
+    conversations: Vec<String>,
+    json: Option<PathBuf>,
+    plot: Option<PathBuf>,
+}
+
+async fn eval(
+    store_dir: &Path,
+    config: &Config,
+    args: EvalArgs,
+    options: &EvalOptions,
+    quiet: bool,
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let mut input = LoadedInput::read(std::slice::from_ref(&args.path), &config.ingest)?;
+    let expected = if args.dataset == "locomo" { SourceFormat::Locomo } else { SourceFormat::Beam };
+    if let Some((c, _)) = input.conversations.iter().find(|(c, _)| c.format != expected) {
+        anyhow::bail!(
+            "{}: conversation '{}' is {}, not {}",
+            args.path.display(),
+            c.id,
+            c.format.as_str(),
+            args.dataset
+        );
+    }
+    if !args.conversations.is_empty() {
+        for id in &args.conversations {
+            anyhow::ensure!(
+                input.conversations.iter().any(|(c, _)| &c.id == id),
+                "{}: no conversation '{id}'",
+                args.path.display()
+            );
+        }
+        input.conversations.retain(|(c, _)| args.conversations.contains(&c.id));
+    }
+    let ids: Vec<String> = input.conversations.iter().map(|(c, _)| c.id.clone()).collect();
+    let stored: Vec<String> = Store::open(store_dir).await?.conversations().await?.into_iter().map(|c| c.id).collect();
+    input.conversations.retain(|(c, _)| !stored.contains(&c.id));
+    let embedder = Embedder::load(&config.embed)?;
+    if !input.conversations.is_empty() {
+        eprintln!("ingesting {} conversations not yet in {}", input.conversations.len(), store_dir.display());
+        ingest_with(store_dir, input, &embedder, config, quiet, started).await?;
+    }
+    let built = build_missing_graphs(store_dir, &embedder, &config.graph).await?;
+    if !built.is_empty() {
+        eprintln!("built the memory graph of {} conversations", built.len());
+    }
+    let store = Store::open(store_dir).await?;
+    let progress = progress_bar(quiet, "questions")?;
+    let report = evaluate(&store, &args.dataset, &ids, &embedder, &config.retrieve, options, &progress).await?;
+    print_report(&report);
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &args.plot {
+        let svg = plot_report(&report).map_err(|e| anyhow::anyhow!("drawing {}: {e}", path.display()))?;
+        std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
+    }
+    eprintln!("evaluated in {:.1} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Group names in report order: the answerable total first, then the rest by name.
+fn report_groups(report: &Report) -> Vec<String> {
+    let mut groups: Vec<String> = report.modes.values().flat_map(|m| m.groups.keys().cloned()).collect();
+    groups.sort();
+    groups.dedup();
+    groups.sort_by_key(|g| g != myelin::eval::ANSWERABLE_GROUP);
+    groups
+}
+
+fn print_report(report: &Report) {
+    let pct = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{:.1}", 100.0 * v));
+    println!(
+        "{} · {} conversations · {} questions{} · top-{} · query embedding p50 {:.1} ms (not in latency)",
+        report.dataset,
+        report.conversations.len(),
+        report.questions,
+        if report.calibration_questions > 0 {
+            format!(" (+{} used to calibrate τ_gate)", report.calibration_questions)
+        } else {
+            String::new()
+        },
+        report.top_k,
+        report.query_embedding_ms.p50
+    );
+    let all = myelin::eval::ANSWERABLE_GROUP;
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(vec![
+        "mode",
+        "R@5",
+        "R@10",
+        "R@25",
+        "R@30",
+        "hit@10",
+        "tokens",
+        "τ_gate",
+        "rejected adv.",
+        "false refusals",
+        "AUC",
+        "p50 ms",
+        "p95 ms",
+    ]);
+    for name in &report.mode_order {
+        let m = &report.modes[name];
+        let g = m.groups.get(all);
+        let r = |f: fn(&myelin::eval::GroupReport) -> f64| pct(g.map(f));
+        t.add_row(vec![
+            name.clone(),
+            r(|g| g.recall_5),
+            r(|g| g.recall_10),
+            r(|g| g.recall_25),
+            r(|g| g.recall_30),
+            r(|g| g.hit_10),
+            format!("{:.0}", m.context_tokens.mean),
+            m.gate.threshold.map_or("-".to_string(), |t| format!("{t:.3}")),
+            pct(m.gate.rejection_rate),
+            pct(m.gate.false_refusal_rate),
+            m.gate.auc.map_or("-".to_string(), |a| format!("{a:.3}")),
+            format!("{:.3}", m.latency_ms.p50),
+            format!("{:.3}", m.latency_ms.p95),
+        ]);
+    }
+    println!(
+        "recall and hit over group {all} (%), context tokens ({}), gate, retrieval latency\n{t}",
+        report.tokenizer
+    );
+    let groups = report_groups(report);
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    let mut header = vec!["recall@10 (%)".to_string()];
+    for g in &groups {
+        let n = report.modes.values().next().and_then(|m| m.groups.get(g)).map_or(0, |x| x.n);
+        header.push(format!("{g} (n={n})"));
+    }
+    t.set_header(header);
+    for name in &report.mode_order {
+        let m = &report.modes[name];
+        let mut row = vec![name.clone()];
+        row.extend(groups.iter().map(|g| pct(m.groups.get(g).map(|x| x.recall_10))));
+        t.add_row(row);
+    }
+    println!("{t}");
+}
+
+fn plot_report(report: &Report) -> Result<String, String> {
+    let panels: Vec<Panel> = report_groups(report)
+        .iter()
+        .map(|g| {
+            let n = report.modes.values().next().and_then(|m| m.groups.get(g)).map_or(0, |x| x.n);
+            let curves = report
+                .mode_order
+                .iter()
+                .filter_map(|name| {
+                    let group = report.modes[name].groups.get(g)?;
+                    let points = group.recall_curve.iter().enumerate().map(|(k, r)| (k + 1, *r)).collect();
+                    Some(Curve { mode: name.clone(), points })
+                })
+                .collect();
+            Panel { title: format!("{g} (n={n})"), curves }
+        })
+        .collect();
+    recall_svg(&format!("{}: evidence recall@k by mode", report.dataset), &panels)
 }

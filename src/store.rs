@@ -6,6 +6,9 @@
 //!   text, image caption, timestamp, 384-float embedding);
 //! - `questions.lance/`: benchmark questions with their resolved evidence;
 //! - `conversations.lance/`: one row per conversation with its counts and provenance;
+//! - `nodes.lance/`: the memory graph's nodes (episode and concept), with PageRank and, for
+//!   concepts, key, label, kind and embedding;
+//! - `edges.lance/`: the memory graph's edges (kind, weight, hours apart);
 //! - `myelin.json`: the store manifest, which pins the Lance version of each dataset.
 //!
 //! Readers open every dataset at the version `myelin.json` pins, never at "latest". A write
@@ -35,6 +38,7 @@ use serde::{Deserialize, Serialize};
 use crate::conversation::{Conversation, Question, Turn};
 use crate::embed::EMBEDDING_DIM;
 use crate::error::{Error, Result};
+use crate::graph::{Concept, Edge, EdgeKind, Graph, NodeRef};
 
 /// Environment variable naming the default store directory.
 pub const STORE_ENV: &str = "MYELIN_STORE";
@@ -57,11 +61,15 @@ pub enum Table {
     Questions,
     /// One row per conversation.
     Conversations,
+    /// One row per graph node.
+    Nodes,
+    /// One row per graph edge.
+    Edges,
 }
 
 impl Table {
     /// Every table, in the order they are written.
-    pub const ALL: [Table; 3] = [Table::Episodes, Table::Questions, Table::Conversations];
+    pub const ALL: [Table; 5] = [Table::Episodes, Table::Questions, Table::Conversations, Table::Nodes, Table::Edges];
 
     /// Dataset name (directory `<name>.lance`).
     pub fn name(self) -> &'static str {
@@ -69,12 +77,16 @@ impl Table {
             Table::Episodes => "episodes",
             Table::Questions => "questions",
             Table::Conversations => "conversations",
+            Table::Nodes => "nodes",
+            Table::Edges => "edges",
         }
     }
 
     fn schema(self) -> SchemaRef {
         let ts = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
         let list_of_str = DataType::List(Arc::new(Field::new("item", DataType::Utf8, true)));
+        let embedding =
+            DataType::FixedSizeList(Arc::new(Field::new("item", DataType::Float32, true)), EMBEDDING_DIM as i32);
         let fields = match self {
             Table::Episodes => vec![
                 Field::new("conversation", DataType::Utf8, false),
@@ -85,14 +97,7 @@ impl Table {
                 Field::new("text", DataType::Utf8, false),
                 Field::new("image_caption", DataType::Utf8, true),
                 Field::new("timestamp", ts, true),
-                Field::new(
-                    "embedding",
-                    DataType::FixedSizeList(
-                        Arc::new(Field::new("item", DataType::Float32, true)),
-                        EMBEDDING_DIM as i32,
-                    ),
-                    false,
-                ),
+                Field::new("embedding", embedding.clone(), false),
             ],
             Table::Questions => vec![
                 Field::new("conversation", DataType::Utf8, false),
@@ -113,6 +118,29 @@ impl Table {
                 Field::new("questions", DataType::UInt32, false),
                 Field::new("unresolved_evidence", DataType::UInt32, false),
                 Field::new("ingested_at", ts, false),
+            ],
+            Table::Nodes => vec![
+                Field::new("conversation", DataType::Utf8, false),
+                Field::new("node", DataType::UInt32, false),
+                // "episode", or the concept kind ("name", "phrase", "term", "date").
+                Field::new("kind", DataType::Utf8, false),
+                // Episode index in the conversation, or concept index.
+                Field::new("index", DataType::UInt32, false),
+                // Turn id of an episode, key of a concept.
+                Field::new("key", DataType::Utf8, false),
+                Field::new("label", DataType::Utf8, false),
+                Field::new("mentions", DataType::UInt32, false),
+                Field::new("pagerank", DataType::Float32, false),
+                // Concepts only; an episode's vector is its row in `episodes`.
+                Field::new("embedding", embedding, true),
+            ],
+            Table::Edges => vec![
+                Field::new("conversation", DataType::Utf8, false),
+                Field::new("src", DataType::UInt32, false),
+                Field::new("dst", DataType::UInt32, false),
+                Field::new("kind", DataType::Utf8, false),
+                Field::new("weight", DataType::Float32, false),
+                Field::new("hours", DataType::Float32, false),
             ],
         };
         Arc::new(Schema::new(fields))
@@ -167,6 +195,13 @@ pub struct Episode {
     pub timestamp: Option<DateTime<Utc>>,
     /// Unit-length MiniLM embedding of [`Turn::embedding_text`].
     pub embedding: Vec<f32>,
+}
+
+impl Episode {
+    /// The text that was embedded and is searched (see [`Turn::embedding_text`]).
+    pub fn embedding_text(&self) -> String {
+        crate::conversation::embedding_text(&self.text, self.image_caption.as_deref())
+    }
 }
 
 /// One row of `conversations.lance`.
@@ -391,6 +426,83 @@ impl Store {
             }
         }
         Ok(out)
+    }
+
+    /// The memory graph of one conversation, or `None` if none was built for it (a store
+    /// written before graphs existed). An unknown id is an error.
+    pub async fn graph(&self, conversation: &str) -> Result<Option<Graph>> {
+        self.require_conversation(conversation).await?;
+        let mut rows: Vec<(u32, NodeRef, Option<Concept>, f32)> = Vec::new();
+        for batch in self.scan(Table::Nodes, Some(conversation)).await? {
+            let emb: &FixedSizeListArray = col(&batch, "embedding", "a fixed-size list")?;
+            let values = emb
+                .values()
+                .as_any()
+                .downcast_ref::<Float32Array>()
+                .ok_or_else(|| self.schema_error("nodes.embedding values"))?;
+            let (node, index, mentions) =
+                (u32_col(&batch, "node")?, u32_col(&batch, "index")?, u32_col(&batch, "mentions")?);
+            let (kind, key, label) = (str_col(&batch, "kind")?, str_col(&batch, "key")?, str_col(&batch, "label")?);
+            let pagerank: &Float32Array = col(&batch, "pagerank", "float")?;
+            for r in 0..batch.num_rows() {
+                let (node_ref, concept) = if kind.value(r) == "episode" {
+                    (NodeRef::Episode(index.value(r)), None)
+                } else {
+                    let concept_kind = serde_json::from_value(serde_json::Value::String(kind.value(r).into()))
+                        .map_err(|_| self.schema_error(&format!("nodes.kind value '{}'", kind.value(r))))?;
+                    if emb.is_null(r) {
+                        return Err(self.schema_error("nodes.embedding (null for a concept)"));
+                    }
+                    let start = emb.value_offset(r) as usize;
+                    let concept = Concept {
+                        key: key.value(r).to_string(),
+                        label: label.value(r).to_string(),
+                        kind: concept_kind,
+                        mentions: mentions.value(r),
+                        embedding: values.values()[start..start + EMBEDDING_DIM].to_vec(),
+                    };
+                    (NodeRef::Concept(index.value(r)), Some(concept))
+                };
+                rows.push((node.value(r), node_ref, concept, pagerank.value(r)));
+            }
+        }
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        rows.sort_by_key(|r| r.0);
+        let mut graph = Graph::default();
+        let mut concepts: Vec<(u32, Concept)> = Vec::new();
+        for (_, node_ref, concept, pagerank) in rows {
+            if let (NodeRef::Concept(c), Some(concept)) = (node_ref, concept) {
+                concepts.push((c, concept));
+            }
+            graph.nodes.push(node_ref);
+            graph.pagerank.push(pagerank);
+        }
+        concepts.sort_by_key(|c| c.0);
+        graph.concepts = concepts.into_iter().map(|c| c.1).collect();
+        for batch in self.scan(Table::Edges, Some(conversation)).await? {
+            let (src, dst, kind) = (u32_col(&batch, "src")?, u32_col(&batch, "dst")?, str_col(&batch, "kind")?);
+            let weight: &Float32Array = col(&batch, "weight", "float")?;
+            let hours: &Float32Array = col(&batch, "hours", "float")?;
+            for r in 0..batch.num_rows() {
+                let kind = EdgeKind::parse(kind.value(r))
+                    .ok_or_else(|| self.schema_error(&format!("edges.kind value '{}'", kind.value(r))))?;
+                graph.edges.push(Edge {
+                    src: src.value(r),
+                    dst: dst.value(r),
+                    kind,
+                    weight: weight.value(r),
+                    hours: hours.value(r),
+                });
+            }
+        }
+        graph.edges.sort_by_key(|e| (e.dst, e.src));
+        graph.validate().map_err(|e| Error::Store {
+            path: self.root.clone(),
+            message: format!("graph of conversation '{conversation}' is inconsistent: {e}"),
+        })?;
+        Ok(Some(graph))
     }
 
     async fn require_conversation(&self, conversation: &str) -> Result<()> {
@@ -696,6 +808,85 @@ impl WriteTxn {
         Ok(summary)
     }
 
+    /// Writes the graph of a conversation, replacing any it had. `turn_ids` are the ids of its
+    /// episodes in conversation order (the graph's episode indices).
+    pub async fn put_graph(&mut self, conversation: &str, graph: &Graph, turn_ids: &[&str]) -> Result<()> {
+        graph.validate().map_err(|e| Error::InvalidArgument(format!("graph of '{conversation}': {e}")))?;
+        if turn_ids.len() != graph.episode_count() {
+            return Err(Error::InvalidArgument(format!(
+                "graph of '{conversation}' has {} episodes, {} turn ids given",
+                graph.episode_count(),
+                turn_ids.len()
+            )));
+        }
+        for table in [Table::Nodes, Table::Edges] {
+            if let Some(ds) = self.table(table).await? {
+                ds.delete(&eq_filter("conversation", conversation)).await?;
+            }
+        }
+        let n = graph.node_count();
+        let mut kind = Vec::with_capacity(n);
+        let mut index = Vec::with_capacity(n);
+        let mut key = Vec::with_capacity(n);
+        let mut label = Vec::with_capacity(n);
+        let mut mentions = Vec::with_capacity(n);
+        let mut values = Vec::with_capacity(graph.concepts.len() * EMBEDDING_DIM);
+        let mut valid = Vec::with_capacity(n);
+        for node in &graph.nodes {
+            match *node {
+                NodeRef::Episode(e) => {
+                    kind.push("episode".to_string());
+                    index.push(e);
+                    key.push(turn_ids[e as usize]);
+                    label.push("");
+                    mentions.push(0);
+                    values.extend(std::iter::repeat_n(0.0f32, EMBEDDING_DIM));
+                    valid.push(false);
+                }
+                NodeRef::Concept(c) => {
+                    let concept = &graph.concepts[c as usize];
+                    let name = serde_json::to_value(concept.kind).ok().and_then(|v| v.as_str().map(String::from));
+                    kind.push(name.unwrap_or_default());
+                    index.push(c);
+                    key.push(concept.key.as_str());
+                    label.push(concept.label.as_str());
+                    mentions.push(concept.mentions);
+                    values.extend_from_slice(&concept.embedding);
+                    valid.push(true);
+                }
+            }
+        }
+        let item = Arc::new(Field::new("item", DataType::Float32, true));
+        let emb = FixedSizeListArray::try_new(
+            item,
+            EMBEDDING_DIM as i32,
+            Arc::new(Float32Array::from(values)),
+            Some(valid.into()),
+        )?;
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from(vec![conversation; n])),
+            Arc::new(UInt32Array::from_iter_values(0..n as u32)),
+            Arc::new(StringArray::from(kind)),
+            Arc::new(UInt32Array::from(index)),
+            Arc::new(StringArray::from(key)),
+            Arc::new(StringArray::from(label)),
+            Arc::new(UInt32Array::from(mentions)),
+            Arc::new(Float32Array::from(graph.pagerank.clone())),
+            Arc::new(emb),
+        ];
+        self.append(Table::Nodes, RecordBatch::try_new(Table::Nodes.schema(), columns)?).await?;
+        let m = graph.edges.len();
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from(vec![conversation; m])),
+            Arc::new(UInt32Array::from_iter_values(graph.edges.iter().map(|e| e.src))),
+            Arc::new(UInt32Array::from_iter_values(graph.edges.iter().map(|e| e.dst))),
+            Arc::new(StringArray::from_iter_values(graph.edges.iter().map(|e| e.kind.as_str()))),
+            Arc::new(Float32Array::from_iter_values(graph.edges.iter().map(|e| e.weight))),
+            Arc::new(Float32Array::from_iter_values(graph.edges.iter().map(|e| e.hours))),
+        ];
+        self.append(Table::Edges, RecordBatch::try_new(Table::Edges.schema(), columns)?).await
+    }
+
     /// Makes every change visible at once by replacing `myelin.json` atomically, and returns
     /// the store as committed.
     pub async fn commit(mut self) -> Result<Store> {
@@ -780,6 +971,65 @@ mod tests {
         txn.append_episodes(&c.id, &sessions, &turns, &vectors(turns.len(), seed)).await.expect("append");
         txn.put_conversation(c, "test").await.expect("put");
         txn.commit().await.expect("commit")
+    }
+
+    fn small_graph(turns: u32) -> Graph {
+        use crate::graph::ConceptKind;
+        let mut g = Graph::default();
+        for e in 0..turns {
+            g.nodes.push(NodeRef::Episode(e));
+        }
+        g.nodes.push(NodeRef::Concept(0));
+        let mut embedding = vec![0.0; EMBEDDING_DIM];
+        embedding[5] = 0.6;
+        embedding[9] = 0.8;
+        g.concepts.push(Concept {
+            key: "dog".into(),
+            label: "Dog's".into(),
+            kind: ConceptKind::Term,
+            mentions: 2,
+            embedding,
+        });
+        let c = turns;
+        for e in 1..turns {
+            g.edges.push(Edge { src: e - 1, dst: e, kind: EdgeKind::Temporal, weight: 1.0, hours: 2.5 * e as f32 });
+        }
+        g.edges.push(Edge { src: 0, dst: c, kind: EdgeKind::Abstraction, weight: 0.8, hours: 0.0 });
+        g.edges.push(Edge { src: c, dst: 0, kind: EdgeKind::Abstraction, weight: 0.8, hours: 0.0 });
+        g.edges.sort_by_key(|e| (e.dst, e.src));
+        g.pagerank = (0..=turns).map(|i| 1.0 / (1.0 + i as f32)).collect();
+        g
+    }
+
+    #[tokio::test]
+    async fn graph_round_trips_and_is_replaced_and_removed_with_its_conversation() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = conversation("conv-g", 3);
+        let store = write(dir.path(), &c, 0).await;
+        assert_eq!(store.graph("conv-g").await.unwrap(), None, "no graph written yet");
+        let graph = small_graph(3);
+        let mut txn = Store::begin_write(dir.path()).await.unwrap();
+        txn.put_graph("conv-g", &graph, &["D1:1", "D1:2", "D1:3"]).await.unwrap();
+        let store = txn.commit().await.unwrap();
+        assert_eq!(store.graph("conv-g").await.unwrap().as_ref(), Some(&graph));
+        // Reopened from disk, not rebuilt.
+        let reopened = Store::open(dir.path()).await.unwrap();
+        assert_eq!(reopened.graph("conv-g").await.unwrap().as_ref(), Some(&graph));
+
+        let mut txn = Store::begin_write(dir.path()).await.unwrap();
+        let smaller = small_graph(3);
+        let smaller = Graph { edges: smaller.edges[..2].to_vec(), ..smaller };
+        txn.put_graph("conv-g", &smaller, &["D1:1", "D1:2", "D1:3"]).await.unwrap();
+        let store = txn.commit().await.unwrap();
+        assert_eq!(store.graph("conv-g").await.unwrap().unwrap().edges.len(), 2, "replaced, not appended");
+
+        let mut txn = Store::begin_write(dir.path()).await.unwrap();
+        let wrong = txn.put_graph("conv-g", &graph, &["D1:1"]).await.unwrap_err();
+        assert!(wrong.to_string().contains("3 episodes, 1 turn ids"), "{wrong}");
+        txn.remove_conversation("conv-g").await.unwrap();
+        let store = txn.commit().await.unwrap();
+        assert_eq!(store.info().await.unwrap().table_rows["nodes"], 0);
+        assert_eq!(store.info().await.unwrap().table_rows["edges"], 0);
     }
 
     #[tokio::test]

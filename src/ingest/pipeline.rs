@@ -13,11 +13,12 @@ use indicatif::ProgressBar;
 use serde::Serialize;
 
 use super::{Loaded, load_path};
-use crate::config::IngestConfig;
+use crate::config::{Config, IngestConfig};
 use crate::conversation::{Conversation, Turn};
 use crate::embed::Embedder;
 use crate::error::{Error, Result};
-use crate::store::Store;
+use crate::graph::{Graph, GraphConfig, build_graph};
+use crate::store::{Store, WriteTxn};
 
 /// Turns embedded and appended per Lance write: bounds memory by this, not by the history.
 pub const DEFAULT_CHUNK_TURNS: usize = 2048;
@@ -47,6 +48,12 @@ pub struct IngestSummary {
     pub embed_seconds: f64,
     /// Turns embedded per second of embedding time.
     pub turns_per_second: f64,
+    /// Concept nodes in the graphs built.
+    pub concepts: usize,
+    /// Edges in the graphs built.
+    pub edges: usize,
+    /// Time spent building graphs (concept extraction, label embedding, edges, PageRank), seconds.
+    pub graph_seconds: f64,
     /// Store generation after the commit.
     pub store_generation: u64,
 }
@@ -94,29 +101,31 @@ impl LoadedInput {
     }
 }
 
-/// Reads every path, then embeds and writes all conversations in one transaction.
-/// `progress` counts turns; pass `ProgressBar::hidden()` for none.
+/// Reads every path, then embeds and writes all conversations and their graphs in one
+/// transaction. `progress` counts turns; pass `ProgressBar::hidden()` for none.
 pub async fn ingest_paths(
     store_root: &Path,
     paths: &[PathBuf],
     embedder: &Embedder,
-    options: &IngestConfig,
+    config: &Config,
     progress: &ProgressBar,
 ) -> Result<IngestSummary> {
     let started = Instant::now();
-    let input = LoadedInput::read(paths, options)?;
-    ingest_loaded(store_root, input, embedder, options, progress, started).await
+    let input = LoadedInput::read(paths, &config.ingest)?;
+    ingest_loaded(store_root, input, embedder, config, progress, started).await
 }
 
-/// Embeds and writes conversations already read, in one transaction.
+/// Embeds and writes conversations already read, and builds their graphs, in one transaction.
 pub async fn ingest_loaded(
     store_root: &Path,
     input: LoadedInput,
     embedder: &Embedder,
-    options: &IngestConfig,
+    config: &Config,
     progress: &ProgressBar,
     started: Instant,
 ) -> Result<IngestSummary> {
+    let options = &config.ingest;
+    config.graph.validate()?;
     if options.chunk_turns == 0 {
         return Err(Error::InvalidArgument("chunk size must be at least 1 turn".into()));
     }
@@ -132,7 +141,8 @@ pub async fn ingest_loaded(
     let mut txn = Store::begin_write(store_root).await?;
     let existing: BTreeSet<String> = txn.base().conversations().await?.into_iter().map(|c| c.id).collect();
     let mut embed_time = Duration::ZERO;
-    let (mut replaced, mut questions) = (0, 0);
+    let mut graph_time = Duration::ZERO;
+    let (mut replaced, mut questions, mut concepts, mut edges) = (0, 0, 0, 0);
     for (conversation, source) in &pending {
         progress.set_message(conversation.id.clone());
         if existing.contains(&conversation.id) {
@@ -151,6 +161,13 @@ pub async fn ingest_loaded(
             txn.append_episodes(&conversation.id, &sessions, &turns, &embeddings).await?;
             progress.inc(chunk.len() as u64);
         }
+        let t0 = Instant::now();
+        let turns: Vec<&Turn> = rows.iter().map(|(_, t)| *t).collect();
+        let graph = graph_of(&turns, embedder, &config.graph)?;
+        put_graph(&mut txn, &conversation.id, &graph, &turns).await?;
+        graph_time += t0.elapsed();
+        concepts += graph.concepts.len();
+        edges += graph.edges.len();
         txn.put_conversation(conversation, source).await?;
         questions += conversation.questions.len();
     }
@@ -169,8 +186,51 @@ pub async fn ingest_loaded(
         seconds: started.elapsed().as_secs_f64(),
         embed_seconds,
         turns_per_second: if embed_seconds > 0.0 { total_turns as f64 / embed_seconds } else { 0.0 },
+        concepts,
+        edges,
+        graph_seconds: graph_time.as_secs_f64(),
         store_generation: store.generation(),
     })
+}
+
+/// Builds the graph of a conversation's turns (in conversation order), embedding concept
+/// labels with `embedder`.
+pub fn graph_of(turns: &[&Turn], embedder: &Embedder, config: &GraphConfig) -> Result<Graph> {
+    let texts: Vec<String> = turns.iter().map(|t| t.embedding_text()).collect();
+    let episodes: Vec<(&str, _)> = texts.iter().map(String::as_str).zip(turns.iter().map(|t| t.timestamp)).collect();
+    blocking(|| build_graph(&episodes, config, &mut |labels: &[String]| embedder.embed(labels)))
+}
+
+async fn put_graph(txn: &mut WriteTxn, conversation: &str, graph: &Graph, turns: &[&Turn]) -> Result<()> {
+    let ids: Vec<&str> = turns.iter().map(|t| t.id.as_str()).collect();
+    txn.put_graph(conversation, graph, &ids).await
+}
+
+/// Builds and stores the graph of every conversation in the store that has none (stores
+/// written before graphs existed), in one transaction. Returns the ids built.
+pub async fn build_missing_graphs(store_root: &Path, embedder: &Embedder, config: &GraphConfig) -> Result<Vec<String>> {
+    config.validate()?;
+    let store = Store::open(store_root).await?;
+    let mut missing = Vec::new();
+    for c in store.conversations().await? {
+        if store.graph(&c.id).await?.is_none() {
+            missing.push(c.id);
+        }
+    }
+    if missing.is_empty() {
+        return Ok(missing);
+    }
+    let mut txn = Store::begin_write(store_root).await?;
+    for id in &missing {
+        let episodes = txn.base().episodes(id).await?;
+        let texts: Vec<String> = episodes.iter().map(|e| e.embedding_text()).collect();
+        let list: Vec<(&str, _)> = texts.iter().map(String::as_str).zip(episodes.iter().map(|e| e.timestamp)).collect();
+        let graph = blocking(|| build_graph(&list, config, &mut |labels: &[String]| embedder.embed(labels)))?;
+        let ids: Vec<&str> = episodes.iter().map(|e| e.turn_id.as_str()).collect();
+        txn.put_graph(id, &graph, &ids).await?;
+    }
+    txn.commit().await?;
+    Ok(missing)
 }
 
 /// Runs CPU-heavy work without stalling other tasks of a multi-threaded runtime; on a

@@ -5,4 +5,5 @@ mod cli;
 mod common;
 mod crash;
 mod embed_golden;
+mod retrieve;
 mod tidy;

@@ -1,0 +1,470 @@
+//! Evaluation: runs every question of a set of stored conversations through the retrieval
+//! modes and measures evidence recall@k (on the score order), hit@k, context size, the gate
+//! (rejection of adversarial questions, false refusals, ROC AUC of the confidence, optional
+//! calibration of τ_gate) and retrieval latency. Produces a [`Report`] (a stable JSON
+//! interface) that the binary prints as tables and can draw with [`plot`].
+//!
+//! This module must not ingest (the caller stores conversations first) nor print.
+
+pub mod plot;
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Instant;
+
+use indicatif::ProgressBar;
+use serde::Serialize;
+
+use crate::embed::Embedder;
+use crate::error::{Error, Result};
+use crate::retrieve::bm25::Analyzer;
+use crate::retrieve::{Memory, Mode, Query, RetrieveConfig};
+use crate::store::Store;
+
+/// The k of the reported recall@k.
+pub const RECALL_KS: [usize; 4] = [5, 10, 25, 30];
+/// Group holding every answerable question with evidence (LoCoMo categories 1–4; every BEAM
+/// ability but abstention).
+pub const ANSWERABLE_GROUP: &str = "1-4";
+/// What context tokens are counted with.
+pub const TOKENIZER: &str = "all-MiniLM-L6-v2 WordPiece, no special tokens";
+
+/// How an evaluation runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvalOptions {
+    /// Modes to run, in report order.
+    pub modes: Vec<Mode>,
+    /// Pick τ_gate per mode on a 10% split of the questions and report on the other 90%.
+    pub calibrate: bool,
+    /// Calibration picks the threshold that rejects the most adversarial questions of the split
+    /// while refusing at most this fraction of its answerable ones (default 0.03).
+    pub max_false_refusal: f64,
+}
+
+impl Default for EvalOptions {
+    fn default() -> Self {
+        EvalOptions { modes: Mode::ALL.to_vec(), calibrate: false, max_false_refusal: 0.03 }
+    }
+}
+
+/// Recall figures of one group of questions in one mode.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GroupReport {
+    /// Questions in the group.
+    pub n: usize,
+    /// Mean fraction of gold evidence turns among the first 5 returned.
+    #[serde(rename = "recall@5")]
+    pub recall_5: f64,
+    /// … among the first 10.
+    #[serde(rename = "recall@10")]
+    pub recall_10: f64,
+    /// … among the first 25.
+    #[serde(rename = "recall@25")]
+    pub recall_25: f64,
+    /// … among the first 30.
+    #[serde(rename = "recall@30")]
+    pub recall_30: f64,
+    /// Fraction of questions with any gold turn among the first 10.
+    #[serde(rename = "hit@10")]
+    pub hit_10: f64,
+    /// Recall@k for k = 1 … top_k.
+    pub recall_curve: Vec<f64>,
+}
+
+/// The uncertainty gate of one mode.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GateReport {
+    /// τ_gate used (null for a baseline without calibration: it has no gate).
+    pub threshold: Option<f64>,
+    /// Fraction of adversarial questions rejected.
+    pub rejection_rate: Option<f64>,
+    /// Fraction of answerable questions rejected.
+    pub false_refusal_rate: Option<f64>,
+    /// ROC AUC of the confidence separating answerable (higher) from adversarial questions.
+    pub auc: Option<f64>,
+    /// Adversarial questions counted.
+    pub adversarial: usize,
+    /// Answerable questions counted.
+    pub answerable: usize,
+}
+
+/// Mean and median of a per-question quantity.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Mean {
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: f64,
+}
+
+/// Percentiles of a latency, milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Latency {
+    /// Median.
+    pub p50: f64,
+    /// 95th percentile.
+    pub p95: f64,
+    /// Mean.
+    pub mean: f64,
+}
+
+/// Everything measured for one mode.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModeReport {
+    /// Per group (LoCoMo category name or BEAM ability, and [`ANSWERABLE_GROUP`]).
+    pub groups: BTreeMap<String, GroupReport>,
+    /// The gate.
+    pub gate: GateReport,
+    /// Tokens of the returned episodes per question (the top_k, whatever the gate says).
+    pub context_tokens: Mean,
+    /// Retrieval time per question, query embedding excluded.
+    pub latency_ms: Latency,
+}
+
+/// The result of an evaluation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    /// `locomo` or `beam`.
+    pub dataset: String,
+    /// Conversations evaluated.
+    pub conversations: Vec<String>,
+    /// Questions reported on (after the calibration split, if any).
+    pub questions: usize,
+    /// Questions used only to calibrate τ_gate.
+    pub calibration_questions: usize,
+    /// Episodes returned per query.
+    pub top_k: usize,
+    /// What context tokens are counted with.
+    pub tokenizer: String,
+    /// Query embedding time per question, reported apart from retrieval.
+    pub query_embedding_ms: Latency,
+    /// Per mode, by CLI name.
+    pub modes: BTreeMap<String, ModeReport>,
+    /// Mode names in the order they were asked for.
+    pub mode_order: Vec<String>,
+}
+
+/// The reporting group of a question: LoCoMo category numbers become names.
+pub fn group_name(dataset: &str, category: &str) -> String {
+    if dataset == "locomo" {
+        match category {
+            "1" => return "multi-hop".into(),
+            "2" => return "temporal".into(),
+            "3" => return "open-domain".into(),
+            "4" => return "single-hop".into(),
+            "5" => return "adversarial".into(),
+            _ => {}
+        }
+    }
+    category.to_string()
+}
+
+/// What one question got in one mode.
+#[derive(Debug, Clone)]
+struct Outcome {
+    ranked: Vec<u32>,
+    confidence: f64,
+    gated: bool,
+    millis: f64,
+    tokens: usize,
+}
+
+#[derive(Debug, Clone)]
+struct Item {
+    group: String,
+    adversarial: bool,
+    gold: Vec<u32>,
+    calibration: bool,
+    outcomes: Vec<Outcome>,
+}
+
+/// Runs the evaluation over `conversations` of `store` (their graphs must exist).
+pub async fn evaluate(
+    store: &Store,
+    dataset: &str,
+    conversations: &[String],
+    embedder: &Embedder,
+    config: &RetrieveConfig,
+    options: &EvalOptions,
+    progress: &ProgressBar,
+) -> Result<Report> {
+    if options.modes.is_empty() {
+        return Err(Error::InvalidArgument("no retrieval mode to evaluate".into()));
+    }
+    let mut items: Vec<Item> = Vec::new();
+    let mut embed_ms: Vec<f64> = Vec::new();
+    let mut analyzer = Analyzer::new()?;
+    let mut total = 0;
+    for id in conversations {
+        total += store.questions(id).await?.len();
+    }
+    progress.set_length(total as u64);
+    for id in conversations {
+        progress.set_message(id.clone());
+        let episodes = store.episodes(id).await?;
+        let graph = store.graph(id).await?.ok_or_else(|| {
+            Error::InvalidArgument(format!("conversation '{id}' has no graph; ingest it again or run `myelin eval`"))
+        })?;
+        let questions = store.questions(id).await?;
+        let position: HashMap<&str, u32> =
+            episodes.iter().enumerate().map(|(i, e)| (e.turn_id.as_str(), i as u32)).collect();
+        let golds: Vec<Vec<u32>> = questions
+            .iter()
+            .map(|q| q.evidence.iter().filter_map(|e| position.get(e.as_str()).copied()).collect())
+            .collect();
+        let texts: Vec<String> = episodes.iter().map(|e| e.embedding_text()).collect();
+        let tokens: Vec<usize> = texts.iter().map(|t| embedder.token_count(t)).collect::<Result<_>>()?;
+        drop(position);
+        let memory = Memory::new(id, episodes, graph, config.clone())?;
+        for (q, gold) in questions.iter().zip(golds) {
+            let t0 = Instant::now();
+            let embedding = embedder.embed_one(&q.text)?;
+            embed_ms.push(t0.elapsed().as_secs_f64() * 1e3);
+            let query = Query::new(&mut analyzer, &q.text, embedding)?;
+            let mut outcomes = Vec::with_capacity(options.modes.len());
+            for &mode in &options.modes {
+                let t0 = Instant::now();
+                let r = memory.retrieve(&query, mode);
+                let millis = t0.elapsed().as_secs_f64() * 1e3;
+                let ranked: Vec<u32> = r.hits.iter().map(|h| h.episode).collect();
+                let tokens = ranked.iter().map(|&e| tokens[e as usize]).sum();
+                outcomes.push(Outcome {
+                    ranked,
+                    confidence: r.confidence as f64,
+                    gated: mode.is_synapse(),
+                    millis,
+                    tokens,
+                });
+            }
+            items.push(Item {
+                group: group_name(dataset, &q.category),
+                adversarial: q.adversarial,
+                gold,
+                calibration: options.calibrate && in_calibration_split(id, &q.id),
+                outcomes,
+            });
+            progress.inc(1);
+        }
+    }
+    progress.finish_and_clear();
+    let (calibration, reported): (Vec<&Item>, Vec<&Item>) = items.iter().partition(|i| i.calibration);
+    let mut modes = BTreeMap::new();
+    for (m, &mode) in options.modes.iter().enumerate() {
+        let threshold = if options.calibrate {
+            calibrate(&calibration, m, options.max_false_refusal)
+        } else if reported.first().is_some_and(|i| i.outcomes[m].gated) {
+            Some(config.gate_threshold as f64)
+        } else {
+            None
+        };
+        modes.insert(mode.as_str().to_string(), mode_report(&reported, m, threshold, config.top_k));
+    }
+    Ok(Report {
+        dataset: dataset.to_string(),
+        conversations: conversations.to_vec(),
+        questions: reported.len(),
+        calibration_questions: calibration.len(),
+        top_k: config.top_k,
+        tokenizer: TOKENIZER.to_string(),
+        query_embedding_ms: latency(&mut embed_ms),
+        modes,
+        mode_order: options.modes.iter().map(|m| m.as_str().to_string()).collect(),
+    })
+}
+
+/// About 10% of the questions, chosen by a hash of their ids (stable across runs and
+/// machines, independent of file order).
+pub fn in_calibration_split(conversation: &str, question: &str) -> bool {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in conversation.bytes().chain([0]).chain(question.bytes()) {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    h.is_multiple_of(10)
+}
+
+/// The threshold rejecting the most adversarial questions of the split while refusing at
+/// most `max_false_refusal` of its answerable ones (the lowest such threshold on ties).
+fn calibrate(items: &[&Item], m: usize, max_false_refusal: f64) -> Option<f64> {
+    let adversarial: Vec<f64> = items.iter().filter(|i| i.adversarial).map(|i| i.outcomes[m].confidence).collect();
+    let answerable: Vec<f64> = items.iter().filter(|i| !i.adversarial).map(|i| i.outcomes[m].confidence).collect();
+    if adversarial.is_empty() || answerable.is_empty() {
+        return None;
+    }
+    let mut candidates: Vec<f64> = adversarial.iter().chain(&answerable).copied().collect();
+    candidates.sort_by(f64::total_cmp);
+    candidates.dedup();
+    let mut best: Option<(usize, f64)> = None;
+    // Rejecting means confidence < threshold; a candidate just above a value rejects it.
+    for c in candidates.iter().map(|c| next_up(*c)).chain([candidates[0]]) {
+        let refused = answerable.iter().filter(|&&x| x < c).count() as f64 / answerable.len() as f64;
+        if refused > max_false_refusal {
+            continue;
+        }
+        let rejected = adversarial.iter().filter(|&&x| x < c).count();
+        if best.is_none_or(|(r, t)| rejected > r || (rejected == r && c < t)) {
+            best = Some((rejected, c));
+        }
+    }
+    best.map(|(_, t)| t)
+}
+
+fn next_up(x: f64) -> f64 {
+    if x.is_finite() { x + x.abs().max(1e-12) * 1e-9 } else { x }
+}
+
+fn mode_report(items: &[&Item], m: usize, threshold: Option<f64>, top_k: usize) -> ModeReport {
+    let mut by_group: BTreeMap<String, Vec<&Item>> = BTreeMap::new();
+    for item in items.iter().filter(|i| !i.adversarial && !i.gold.is_empty()) {
+        by_group.entry(item.group.clone()).or_default().push(item);
+        by_group.entry(ANSWERABLE_GROUP.to_string()).or_default().push(item);
+    }
+    let groups = by_group.into_iter().map(|(g, list)| (g, group_report(&list, m, top_k))).collect();
+    let adversarial: Vec<f64> = items.iter().filter(|i| i.adversarial).map(|i| i.outcomes[m].confidence).collect();
+    let answerable: Vec<f64> = items.iter().filter(|i| !i.adversarial).map(|i| i.outcomes[m].confidence).collect();
+    let rate =
+        |xs: &[f64], t: f64| (!xs.is_empty()).then(|| xs.iter().filter(|&&x| x < t).count() as f64 / xs.len() as f64);
+    let gate = GateReport {
+        threshold,
+        rejection_rate: threshold.and_then(|t| rate(&adversarial, t)),
+        false_refusal_rate: threshold.and_then(|t| rate(&answerable, t)),
+        auc: auc(&answerable, &adversarial),
+        adversarial: adversarial.len(),
+        answerable: answerable.len(),
+    };
+    let mut tokens: Vec<f64> = items.iter().map(|i| i.outcomes[m].tokens as f64).collect();
+    let mut millis: Vec<f64> = items.iter().map(|i| i.outcomes[m].millis).collect();
+    let l = latency(&mut tokens);
+    ModeReport { groups, gate, context_tokens: Mean { mean: l.mean, p50: l.p50 }, latency_ms: latency(&mut millis) }
+}
+
+fn group_report(items: &[&Item], m: usize, top_k: usize) -> GroupReport {
+    let n = items.len();
+    let mut curve = vec![0.0; top_k];
+    let mut hit_10 = 0.0;
+    for item in items {
+        let ranked = &item.outcomes[m].ranked;
+        let mut found = 0usize;
+        for (k, slot) in curve.iter_mut().enumerate() {
+            if ranked.get(k).is_some_and(|e| item.gold.contains(e)) {
+                found += 1;
+            }
+            *slot += found as f64 / item.gold.len() as f64;
+        }
+        if ranked.iter().take(10).any(|e| item.gold.contains(e)) {
+            hit_10 += 1.0;
+        }
+    }
+    let denominator = n.max(1) as f64;
+    curve.iter_mut().for_each(|x| *x /= denominator);
+    let at = |k: usize| curve.get(k - 1).or(curve.last()).copied().unwrap_or(0.0);
+    GroupReport {
+        n,
+        recall_5: at(5),
+        recall_10: at(10),
+        recall_25: at(25),
+        recall_30: at(30),
+        hit_10: hit_10 / denominator,
+        recall_curve: curve,
+    }
+}
+
+/// ROC AUC: the probability that a random positive scores above a random negative (ties ½).
+pub fn auc(positive: &[f64], negative: &[f64]) -> Option<f64> {
+    if positive.is_empty() || negative.is_empty() {
+        return None;
+    }
+    let mut all: Vec<(f64, bool)> =
+        positive.iter().map(|&x| (x, true)).chain(negative.iter().map(|&x| (x, false))).collect();
+    all.sort_by(|a, b| a.0.total_cmp(&b.0));
+    // Mann–Whitney U with mid-ranks for ties.
+    let mut rank_sum = 0.0;
+    let mut i = 0;
+    while i < all.len() {
+        let mut j = i;
+        while j < all.len() && all[j].0 == all[i].0 {
+            j += 1;
+        }
+        let mid = (i + j + 1) as f64 / 2.0;
+        rank_sum += all[i..j].iter().filter(|x| x.1).count() as f64 * mid;
+        i = j;
+    }
+    let (p, n) = (positive.len() as f64, negative.len() as f64);
+    Some((rank_sum - p * (p + 1.0) / 2.0) / (p * n))
+}
+
+/// Nearest-rank percentiles and mean (all 0 for no values).
+fn latency(values: &mut [f64]) -> Latency {
+    if values.is_empty() {
+        return Latency { p50: 0.0, p95: 0.0, mean: 0.0 };
+    }
+    values.sort_by(f64::total_cmp);
+    let pick = |q: f64| values[((q * values.len() as f64).ceil() as usize).clamp(1, values.len()) - 1];
+    Latency { p50: pick(0.5), p95: pick(0.95), mean: values.iter().sum::<f64>() / values.len() as f64 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(adversarial: bool, gold: Vec<u32>, ranked: Vec<u32>, confidence: f64) -> Item {
+        Item {
+            group: "g".into(),
+            adversarial,
+            gold,
+            calibration: false,
+            outcomes: vec![Outcome { ranked, confidence, gated: true, millis: 1.0, tokens: 10 }],
+        }
+    }
+
+    #[test]
+    fn recall_is_the_fraction_of_gold_turns_returned() {
+        let a = item(false, vec![3, 7], (0..30).collect(), 0.5); // 3 at rank 4, 7 at rank 8
+        let b = item(false, vec![40], (0..30).collect(), 0.5); // never returned
+        let r = group_report(&[&a, &b], 0, 30);
+        assert_eq!(r.n, 2);
+        assert_eq!(r.recall_curve[3], 0.25); // k = 4: half of a's gold, none of b's
+        assert_eq!(r.recall_5, 0.25);
+        assert_eq!(r.recall_10, 0.5);
+        assert_eq!(r.hit_10, 0.5);
+    }
+
+    #[test]
+    fn auc_counts_ties_as_half() {
+        assert_eq!(auc(&[0.9, 0.8], &[0.1, 0.2]), Some(1.0));
+        assert_eq!(auc(&[0.1], &[0.9]), Some(0.0));
+        assert_eq!(auc(&[0.5, 0.5], &[0.5]), Some(0.5));
+        assert_eq!(auc(&[0.3, 0.7], &[0.5]), Some(0.5));
+        assert_eq!(auc(&[], &[0.5]), None);
+    }
+
+    #[test]
+    fn calibration_keeps_false_refusals_under_the_limit() {
+        // 20 answerable at 0.3 … 0.49 plus one outlier at 0.05; adversarial at 0.1, 0.2, 0.35.
+        let mut items: Vec<Item> = (0..20).map(|i| item(false, vec![], vec![], 0.3 + i as f64 * 0.01)).collect();
+        items.push(item(false, vec![], vec![], 0.05));
+        for c in [0.1, 0.2, 0.35] {
+            items.push(item(true, vec![], vec![], c));
+        }
+        let refs: Vec<&Item> = items.iter().collect();
+        // 1 of 21 answerable (4.8%) may be refused: the threshold rises just above 0.3's neighbours
+        // only while at most one is below it.
+        let t = calibrate(&refs, 0, 0.05).unwrap();
+        assert!(t > 0.2 && t <= 0.3, "{t}");
+        let t = calibrate(&refs, 0, 0.0).unwrap();
+        assert!(t > 0.0 && t <= 0.05, "{t}");
+    }
+
+    #[test]
+    fn split_is_about_a_tenth_and_stable() {
+        let n = (0..5000).filter(|i| in_calibration_split("conv-1", &format!("q{i}"))).count();
+        assert!((400..600).contains(&n), "{n}");
+        assert_eq!(in_calibration_split("conv-1", "q7"), in_calibration_split("conv-1", "q7"));
+    }
+
+    #[test]
+    fn locomo_categories_are_named() {
+        assert_eq!(group_name("locomo", "1"), "multi-hop");
+        assert_eq!(group_name("locomo", "2"), "temporal");
+        assert_eq!(group_name("beam", "temporal_reasoning"), "temporal_reasoning");
+    }
+}

@@ -1,0 +1,363 @@
+//! Incremental graph construction (Synapse Algorithm 1): each arriving episode gets a node and
+//! a temporal edge from its predecessor; every `window` episodes the window is consolidated:
+//! concepts are extracted, merged into existing ones (same key, or cosine above the dedup
+//! threshold, with a moving-average embedding update) or added with association edges to
+//! their most similar concepts, and linked to their episodes by abstraction edges. Every edge
+//! insertion keeps each node's in-edges to the `max_in_edges` heaviest. PageRank is computed
+//! when the builder finishes.
+//!
+//! Owns construction only. Embedding concept labels is the caller's (a closure), so this file
+//! knows no model.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+
+use super::extract::{Concept as Mention, Extractor};
+use super::pagerank::Transition;
+use super::{AbstractionScope, Concept, Edge, EdgeKind, Graph, GraphConfig, NodeRef};
+use crate::embed::{EMBEDDING_DIM, cosine};
+use crate::error::{Error, Result};
+
+/// Embeds concept labels: `labels.len() × EMBEDDING_DIM` values, L2-normalised rows.
+pub type LabelEmbedder<'a> = dyn FnMut(&[String]) -> Result<Vec<f32>> + 'a;
+
+/// Builds a graph one episode at a time.
+pub struct GraphBuilder {
+    config: GraphConfig,
+    extractor: Extractor,
+    nodes: Vec<NodeRef>,
+    concepts: Vec<Concept>,
+    /// Concept index → node id.
+    concept_node: Vec<u32>,
+    /// Concept key (and keys merged into it) → concept index.
+    by_key: HashMap<String, u32>,
+    /// In-edges per node, at most `max_in_edges` each.
+    in_edges: Vec<Vec<Edge>>,
+    /// The open window: (node id, text).
+    window: Vec<(u32, String)>,
+    last: Option<(u32, Option<DateTime<Utc>>)>,
+}
+
+impl GraphBuilder {
+    /// An empty builder.
+    pub fn new(config: GraphConfig) -> Result<GraphBuilder> {
+        config.validate()?;
+        let extractor = Extractor::new(config.extract.clone());
+        Ok(GraphBuilder {
+            config,
+            extractor,
+            nodes: Vec::new(),
+            concepts: Vec::new(),
+            concept_node: Vec::new(),
+            by_key: HashMap::new(),
+            in_edges: Vec::new(),
+            window: Vec::new(),
+            last: None,
+        })
+    }
+
+    fn add_node(&mut self, node: NodeRef) -> u32 {
+        self.nodes.push(node);
+        self.in_edges.push(Vec::new());
+        (self.nodes.len() - 1) as u32
+    }
+
+    /// Inserts `e` (or raises the weight of an existing edge with the same ends) and drops the
+    /// lightest in-edge of its target if it then has too many; among equal weights the oldest
+    /// source goes.
+    fn add_edge(&mut self, e: Edge) {
+        let list = &mut self.in_edges[e.dst as usize];
+        if let Some(old) = list.iter_mut().find(|x| x.src == e.src) {
+            if e.weight > old.weight {
+                *old = e;
+            }
+            return;
+        }
+        list.push(e);
+        if list.len() > self.config.max_in_edges
+            && let Some(worst) = list
+                .iter()
+                .enumerate()
+                .min_by(|(_, a), (_, b)| a.weight.total_cmp(&b.weight).then(a.src.cmp(&b.src)))
+                .map(|(i, _)| i)
+        {
+            list.swap_remove(worst);
+        }
+    }
+
+    /// Adds an episode (the next in conversation order) and returns its node id. When this
+    /// fills a window, the window is consolidated; `embed` is called for labels of new concepts.
+    pub fn push_episode(
+        &mut self,
+        text: &str,
+        timestamp: Option<DateTime<Utc>>,
+        embed: &mut LabelEmbedder<'_>,
+    ) -> Result<u32> {
+        let episode = (self.nodes.len() - self.concepts.len()) as u32;
+        let id = self.add_node(NodeRef::Episode(episode));
+        if let Some((prev, prev_time)) = self.last {
+            let hours = match (prev_time, timestamp) {
+                (Some(a), Some(b)) => (b - a).num_seconds().unsigned_abs() as f32 / 3600.0,
+                _ => 0.0,
+            };
+            self.add_edge(Edge { src: prev, dst: id, kind: EdgeKind::Temporal, weight: 1.0, hours });
+        }
+        self.last = Some((id, timestamp));
+        self.window.push((id, text.to_string()));
+        if self.window.len() >= self.config.window {
+            self.consolidate(embed)?;
+        }
+        Ok(id)
+    }
+
+    /// Consolidates the open window (a no-op when it is empty).
+    pub fn consolidate(&mut self, embed: &mut LabelEmbedder<'_>) -> Result<()> {
+        if self.window.is_empty() {
+            return Ok(());
+        }
+        let window = std::mem::take(&mut self.window);
+        let texts: Vec<&str> = window.iter().map(|(_, t)| t.as_str()).collect();
+        let mentions = self.extractor.extract(&texts);
+        let new: Vec<&Mention> = mentions.iter().filter(|m| !self.by_key.contains_key(&m.key)).collect();
+        let labels: Vec<String> = new.iter().map(|m| m.label.clone()).collect();
+        let vectors = if labels.is_empty() { Vec::new() } else { embed(&labels)? };
+        if vectors.len() != labels.len() * EMBEDDING_DIM {
+            return Err(Error::InvalidArgument(format!(
+                "label embedder returned {} values for {} labels",
+                vectors.len(),
+                labels.len()
+            )));
+        }
+        let mut fresh: HashMap<&str, &[f32]> = HashMap::new();
+        for (m, v) in new.iter().zip(vectors.chunks_exact(EMBEDDING_DIM)) {
+            fresh.insert(m.key.as_str(), v);
+        }
+        let mut linked: Vec<u32> = Vec::new();
+        for m in &mentions {
+            let concept = match self.by_key.get(&m.key) {
+                Some(&c) => c,
+                None => {
+                    let Some(v) = fresh.get(m.key.as_str()) else { continue };
+                    self.place_concept(m, v)
+                }
+            };
+            if linked.contains(&concept) {
+                continue;
+            }
+            linked.push(concept);
+            self.concepts[concept as usize].mentions += 1;
+            let node = self.concept_node[concept as usize];
+            let scope: Vec<u32> = match self.config.abstraction_scope {
+                AbstractionScope::Window => window.iter().map(|(id, _)| *id).collect(),
+                AbstractionScope::Mention => m.turns.iter().filter_map(|&t| window.get(t).map(|(id, _)| *id)).collect(),
+            };
+            let weight = self.config.abstraction_weight;
+            for episode in scope {
+                let kind = EdgeKind::Abstraction;
+                self.add_edge(Edge { src: episode, dst: node, kind, weight, hours: 0.0 });
+                self.add_edge(Edge { src: node, dst: episode, kind, weight, hours: 0.0 });
+            }
+        }
+        Ok(())
+    }
+
+    /// Merges a mention with a new key into the most similar concept when their cosine is
+    /// above the dedup threshold, else adds a concept node with its association edges.
+    fn place_concept(&mut self, m: &Mention, v: &[f32]) -> u32 {
+        let sims: Vec<(u32, f32)> =
+            self.concepts.iter().enumerate().map(|(i, c)| (i as u32, cosine(&c.embedding, v))).collect();
+        let best = sims.iter().copied().max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)));
+        if let Some((c, sim)) = best
+            && sim > self.config.dedup_threshold
+        {
+            let rate = self.config.merge_rate;
+            let target = &mut self.concepts[c as usize];
+            for (x, y) in target.embedding.iter_mut().zip(v) {
+                *x = (1.0 - rate) * *x + rate * y;
+            }
+            let norm = target.embedding.iter().map(|x| x * x).sum::<f32>().sqrt().max(f32::MIN_POSITIVE);
+            target.embedding.iter_mut().for_each(|x| *x /= norm);
+            self.by_key.insert(m.key.clone(), c);
+            return c;
+        }
+        let c = self.concepts.len() as u32;
+        self.concepts.push(Concept {
+            key: m.key.clone(),
+            label: m.label.clone(),
+            kind: m.kind,
+            mentions: 0,
+            embedding: v.to_vec(),
+        });
+        let node = self.add_node(NodeRef::Concept(c));
+        self.concept_node.push(node);
+        self.by_key.insert(m.key.clone(), c);
+        let mut near: Vec<(u32, f32)> =
+            sims.into_iter().filter(|(_, s)| *s >= self.config.association_threshold).collect();
+        near.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        near.truncate(self.config.association_top);
+        for (other, weight) in near {
+            let other = self.concept_node[other as usize];
+            let kind = EdgeKind::Association;
+            self.add_edge(Edge { src: node, dst: other, kind, weight, hours: 0.0 });
+            self.add_edge(Edge { src: other, dst: node, kind, weight, hours: 0.0 });
+        }
+        c
+    }
+
+    /// Consolidates what is left, computes PageRank and returns the graph.
+    pub fn finish(mut self, embed: &mut LabelEmbedder<'_>) -> Result<Graph> {
+        self.consolidate(embed)?;
+        let mut edges: Vec<Edge> = self.in_edges.into_iter().flatten().collect();
+        edges.sort_by_key(|e| (e.dst, e.src));
+        let n = self.nodes.len();
+        let rank = Transition::new(n, edges.iter().map(|e| (e.src, e.dst, e.weight)))
+            .rank(self.config.pagerank_damping as f64, None);
+        let max = rank.iter().copied().fold(0.0f64, f64::max);
+        let pagerank = rank.iter().map(|p| if max > 0.0 { (p / max) as f32 } else { 0.0 }).collect();
+        Ok(Graph { nodes: self.nodes, concepts: self.concepts, edges, pagerank })
+    }
+}
+
+/// Builds the graph of a whole conversation: `episodes` are (text, timestamp) in conversation
+/// order. Concept labels are embedded in one batch up front (the first label of every key, in
+/// window order, which is exactly what the incremental builder asks for), then the episodes are
+/// pushed one by one.
+pub fn build_graph(
+    episodes: &[(&str, Option<DateTime<Utc>>)],
+    config: &GraphConfig,
+    embed: &mut LabelEmbedder<'_>,
+) -> Result<Graph> {
+    let extractor = Extractor::new(config.extract.clone());
+    let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut order: Vec<String> = Vec::new();
+    for window in episodes.chunks(config.window.max(1)) {
+        let texts: Vec<&str> = window.iter().map(|(t, _)| *t).collect();
+        for m in extractor.extract(&texts) {
+            if seen.insert(m.key) {
+                order.push(m.label);
+            }
+        }
+    }
+    order.sort();
+    order.dedup();
+    let vectors = if order.is_empty() { Vec::new() } else { embed(&order)? };
+    let cache: HashMap<&str, &[f32]> =
+        order.iter().map(String::as_str).zip(vectors.chunks_exact(EMBEDDING_DIM)).collect();
+    let mut lookup = |labels: &[String]| -> Result<Vec<f32>> {
+        let mut out = Vec::with_capacity(labels.len() * EMBEDDING_DIM);
+        for l in labels {
+            let v =
+                cache.get(l.as_str()).ok_or_else(|| Error::InvalidArgument(format!("label '{l}' was not embedded")))?;
+            out.extend_from_slice(v);
+        }
+        Ok(out)
+    };
+    let mut builder = GraphBuilder::new(config.clone())?;
+    for (text, time) in episodes {
+        builder.push_episode(text, *time, &mut lookup)?;
+    }
+    builder.finish(&mut lookup)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A deterministic stand-in for label embeddings in structural tests: one-hot on a hash of
+    /// the label, so equal labels are identical and different labels are orthogonal.
+    fn one_hot(labels: &[String]) -> Result<Vec<f32>> {
+        let mut out = vec![0.0; labels.len() * EMBEDDING_DIM];
+        for (i, l) in labels.iter().enumerate() {
+            let h = l.to_lowercase().bytes().fold(7usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize));
+            out[i * EMBEDDING_DIM + h % EMBEDDING_DIM] = 1.0;
+        }
+        Ok(out)
+    }
+
+    fn day(d: u32) -> Option<DateTime<Utc>> {
+        chrono::NaiveDate::from_ymd_opt(2023, 5, d).and_then(|x| x.and_hms_opt(12, 0, 0)).map(|x| x.and_utc())
+    }
+
+    #[test]
+    fn temporal_abstraction_edges_and_pagerank() {
+        let turns = [
+            ("Caroline went to the Pride parade in Boston.", day(1)),
+            ("That sounds amazing!", day(1)),
+            ("Melanie took her kids camping.", day(1)),
+            ("Camping at the lake is relaxing.", day(1)),
+            ("Boston was sunny.", day(3)),
+            ("Caroline met Melanie at the lake.", day(3)),
+        ];
+        let g = build_graph(&turns, &GraphConfig::default(), &mut one_hot).unwrap();
+        g.validate().unwrap();
+        assert_eq!(g.episode_count(), 6);
+        let temporal: Vec<(u32, u32, f32)> =
+            g.edges.iter().filter(|e| e.kind == EdgeKind::Temporal).map(|e| (e.src, e.dst, e.hours)).collect();
+        let ep = g.episode_nodes();
+        assert_eq!(temporal.len(), 5);
+        assert!(temporal.contains(&(ep[3], ep[4], 48.0)), "{temporal:?}");
+        let caroline = g.concepts.iter().position(|c| c.key == "caroline").expect("caroline extracted") as u32;
+        let node = g.nodes.iter().position(|n| *n == NodeRef::Concept(caroline)).unwrap() as u32;
+        // Both windows mention Caroline: one concept, linked both ways to turns 0 and 5 only.
+        let to: Vec<u32> = g.edges.iter().filter(|e| e.src == node).map(|e| e.dst).collect();
+        assert_eq!(to, vec![ep[0], ep[5]]);
+        assert_eq!(g.concepts[caroline as usize].mentions, 2);
+        assert_eq!(g.pagerank.iter().copied().fold(0.0, f32::max), 1.0);
+    }
+
+    #[test]
+    fn in_edges_are_pruned_to_the_heaviest() {
+        let turns: Vec<(String, Option<DateTime<Utc>>)> =
+            (0..40).map(|i| (format!("Caroline talked about topic{i} again."), day(1))).collect();
+        let turns: Vec<(&str, Option<DateTime<Utc>>)> = turns.iter().map(|(t, d)| (t.as_str(), *d)).collect();
+        let config = GraphConfig { max_in_edges: 4, ..GraphConfig::default() };
+        let g = build_graph(&turns, &config, &mut one_hot).unwrap();
+        g.validate().unwrap();
+        let mut indegree = vec![0; g.node_count()];
+        g.edges.iter().for_each(|e| indegree[e.dst as usize] += 1);
+        assert!(indegree.iter().all(|&d| d <= 4));
+        // The hub keeps the newest of its equally weighted episode in-edges.
+        let hub = g.concepts.iter().position(|c| c.key == "caroline").unwrap() as u32;
+        let hub = g.nodes.iter().position(|n| *n == NodeRef::Concept(hub)).unwrap() as u32;
+        let ep = g.episode_nodes();
+        let srcs: Vec<u32> = g.edges.iter().filter(|e| e.dst == hub).map(|e| e.src).collect();
+        assert_eq!(srcs, ep[36..40].to_vec());
+    }
+
+    #[test]
+    fn near_duplicate_concepts_merge_and_similar_ones_associate() {
+        // Labels embed to fixed vectors: "alpha" and "alpha two" nearly equal, "beta" 0.7 similar.
+        let mut table = |labels: &[String]| -> Result<Vec<f32>> {
+            let mut out = vec![0.0; labels.len() * EMBEDDING_DIM];
+            for (i, l) in labels.iter().enumerate() {
+                let row = &mut out[i * EMBEDDING_DIM..(i + 1) * EMBEDDING_DIM];
+                let (a, b) = match l.to_lowercase().as_str() {
+                    "alpha" => (1.0, 0.0),
+                    "alpha two" => (0.99, 0.141),
+                    "beta" => (0.7, 0.714),
+                    _ => (0.0, 0.0),
+                };
+                row[0] = a;
+                row[1] = b;
+                if a == 0.0 && b == 0.0 {
+                    row[2 + i % 300] = 1.0;
+                }
+            }
+            Ok(out)
+        };
+        let mut builder = GraphBuilder::new(GraphConfig { window: 1, ..GraphConfig::default() }).unwrap();
+        for text in ["Alpha", "Alpha Two", "Beta"] {
+            builder.push_episode(text, None, &mut table).unwrap();
+        }
+        let g = builder.finish(&mut table).unwrap();
+        g.validate().unwrap();
+        let keys: Vec<&str> = g.concepts.iter().map(|c| c.key.as_str()).collect();
+        assert_eq!(keys, ["alpha", "beta"], "alpha two merged into alpha");
+        assert_eq!(g.concepts[0].mentions, 2);
+        assert!(g.concepts[0].embedding[1] > 0.0, "moving average moved the embedding");
+        let assoc: Vec<&Edge> = g.edges.iter().filter(|e| e.kind == EdgeKind::Association).collect();
+        assert_eq!(assoc.len(), 2);
+        assert!(assoc.iter().all(|e| e.weight > 0.69 && e.weight < 0.72));
+    }
+}

@@ -1,0 +1,245 @@
+//! The episodic–semantic memory graph of one conversation (Synapse §3.1, Algorithm 1): episode
+//! nodes (turns), concept nodes extracted from windows of turns, and temporal, abstraction and
+//! association edges, each node keeping its strongest in-edges, with PageRank as a
+//! query-independent prior.
+//!
+//! This module owns the graph's shape and its construction; it must not score queries (that is
+//! `activation` and `retrieve`) nor read or write the store (that is `store`).
+
+pub mod build;
+pub mod extract;
+pub mod pagerank;
+
+use serde::{Deserialize, Serialize};
+
+pub use build::{GraphBuilder, build_graph};
+pub use extract::{ConceptKind, ExtractConfig};
+
+/// The kind of an edge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EdgeKind {
+    /// Episode t−1 → episode t.
+    Temporal,
+    /// Episode ↔ concept extracted from its window.
+    Abstraction,
+    /// Concept ↔ concept, weighted by cosine similarity.
+    Association,
+}
+
+impl EdgeKind {
+    /// Name as stored and printed.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EdgeKind::Temporal => "temporal",
+            EdgeKind::Abstraction => "abstraction",
+            EdgeKind::Association => "association",
+        }
+    }
+
+    /// Parses [`EdgeKind::as_str`].
+    pub fn parse(s: &str) -> Option<EdgeKind> {
+        match s {
+            "temporal" => Some(EdgeKind::Temporal),
+            "abstraction" => Some(EdgeKind::Abstraction),
+            "association" => Some(EdgeKind::Association),
+            _ => None,
+        }
+    }
+}
+
+/// A directed edge `src → dst`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Edge {
+    /// Source node.
+    pub src: u32,
+    /// Target node.
+    pub dst: u32,
+    /// Kind.
+    pub kind: EdgeKind,
+    /// Construction weight: 1.0 temporal, 0.8 abstraction, cosine for association.
+    pub weight: f32,
+    /// For temporal edges `|τ_dst − τ_src|` in hours (0 when a timestamp is unknown); 0 otherwise.
+    /// Retrieval turns it into `exp(−ρ·hours)`.
+    pub hours: f32,
+}
+
+/// What a node is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NodeRef {
+    /// The episode at this index of the conversation (conversation order).
+    Episode(u32),
+    /// The concept at this index of [`Graph::concepts`].
+    Concept(u32),
+}
+
+/// A semantic node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Concept {
+    /// Normalised identity (see `extract`).
+    pub key: String,
+    /// Surface form as first seen; what was embedded.
+    pub label: String,
+    /// Name, phrase, term or date.
+    pub kind: ConceptKind,
+    /// Windows it was extracted from (merges included).
+    pub mentions: u32,
+    /// L2-normalised embedding, updated by an exponential moving average on merges.
+    pub embedding: Vec<f32>,
+}
+
+/// The graph of one conversation. Node ids are given in arrival order: each episode as it
+/// arrives, each new concept when its window is consolidated.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Graph {
+    /// Node id → what it is.
+    pub nodes: Vec<NodeRef>,
+    /// Concept nodes.
+    pub concepts: Vec<Concept>,
+    /// Every edge, sorted by (dst, src).
+    pub edges: Vec<Edge>,
+    /// PageRank per node, divided by its maximum so the top node has 1 (all 0 for no nodes).
+    pub pagerank: Vec<f32>,
+}
+
+impl Graph {
+    /// Number of nodes.
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Number of episode nodes.
+    pub fn episode_count(&self) -> usize {
+        self.nodes.len() - self.concepts.len()
+    }
+
+    /// Out-degree of every node (the fan of the fan effect).
+    pub fn out_degrees(&self) -> Vec<u32> {
+        let mut out = vec![0u32; self.nodes.len()];
+        for e in &self.edges {
+            out[e.src as usize] += 1;
+        }
+        out
+    }
+
+    /// Node id of each episode, by episode index.
+    pub fn episode_nodes(&self) -> Vec<u32> {
+        let mut out = vec![0u32; self.episode_count()];
+        for (id, node) in self.nodes.iter().enumerate() {
+            if let NodeRef::Episode(e) = node {
+                out[*e as usize] = id as u32;
+            }
+        }
+        out
+    }
+
+    /// Checks the invariants a reader relies on: node references in range and unique, edges
+    /// between existing nodes, sorted by (dst, src) without duplicates, one PageRank per node.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        let n = self.nodes.len();
+        let mut seen_episode = vec![false; n];
+        let mut seen_concept = vec![false; self.concepts.len()];
+        for (id, node) in self.nodes.iter().enumerate() {
+            let (seen, i) = match *node {
+                NodeRef::Episode(e) => (&mut seen_episode, e as usize),
+                NodeRef::Concept(c) => (&mut seen_concept, c as usize),
+            };
+            match seen.get_mut(i) {
+                Some(s) if !*s => *s = true,
+                _ => return Err(format!("node {id} refers to {node:?}, out of range or repeated")),
+            }
+        }
+        if self.episode_count() != seen_episode.iter().filter(|s| **s).count() {
+            return Err("episode indices are not 0..episodes".into());
+        }
+        for pair in self.edges.windows(2) {
+            if (pair[0].dst, pair[0].src) >= (pair[1].dst, pair[1].src) {
+                return Err(format!("edges not sorted or repeated at {} → {}", pair[1].src, pair[1].dst));
+            }
+        }
+        if let Some(e) = self.edges.iter().find(|e| e.src as usize >= n || e.dst as usize >= n || e.src == e.dst) {
+            return Err(format!("edge {} → {} is not between two distinct nodes of {n}", e.src, e.dst));
+        }
+        if self.pagerank.len() != n {
+            return Err(format!("{} PageRank values for {n} nodes", self.pagerank.len()));
+        }
+        Ok(())
+    }
+}
+
+/// Settings of graph construction (Synapse §3.1); the defaults are the paper's unless stated.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GraphConfig {
+    /// Turns per concept-extraction window, N (default 5). Windows do not overlap.
+    pub window: usize,
+    /// A new concept whose embedding has cosine above this with an existing one is merged into
+    /// it, τ_dup (default 0.92).
+    pub dedup_threshold: f32,
+    /// Weight of the new embedding in the moving average of a merge (default 0.1).
+    pub merge_rate: f32,
+    /// Least cosine for an association edge between two concepts (default 0.6; the paper's
+    /// 0.92 cannot fire for pairs that deduplication already merged).
+    pub association_threshold: f32,
+    /// Association edges each new concept gets at most, its most similar concepts (default 15).
+    pub association_top: usize,
+    /// Weight of abstraction edges (default 0.8).
+    pub abstraction_weight: f32,
+    /// Which episodes of a window a concept links to: `window` (all of them, as the paper) or
+    /// `mention` (only those whose text mentions it) (default `mention`).
+    pub abstraction_scope: AbstractionScope,
+    /// Each node keeps at most this many incoming edges, the heaviest (ties: the newest source),
+    /// K (default 15).
+    pub max_in_edges: usize,
+    /// PageRank damping factor (default 0.85).
+    pub pagerank_damping: f32,
+    /// The deterministic concept extractor.
+    pub extract: ExtractConfig,
+}
+
+/// Which episodes a concept is linked to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AbstractionScope {
+    /// Every episode of the window it was extracted from.
+    Window,
+    /// The episodes of the window whose text mentions it.
+    Mention,
+}
+
+impl Default for GraphConfig {
+    fn default() -> Self {
+        GraphConfig {
+            window: 5,
+            dedup_threshold: 0.92,
+            merge_rate: 0.1,
+            association_threshold: 0.6,
+            association_top: 15,
+            abstraction_weight: 0.8,
+            abstraction_scope: AbstractionScope::Mention,
+            max_in_edges: 15,
+            pagerank_damping: 0.85,
+            extract: ExtractConfig::default(),
+        }
+    }
+}
+
+impl GraphConfig {
+    /// Rejects settings construction cannot run with.
+    pub fn validate(&self) -> crate::Result<()> {
+        let bad = |what: &str| Err(crate::Error::InvalidArgument(format!("graph config: {what}")));
+        if self.window == 0 {
+            return bad("window must be at least 1 turn");
+        }
+        if self.max_in_edges == 0 {
+            return bad("max_in_edges must be at least 1");
+        }
+        if !(0.0..=1.0).contains(&self.merge_rate) {
+            return bad("merge_rate must be in [0, 1]");
+        }
+        if !(0.0..1.0).contains(&self.pagerank_damping) {
+            return bad("pagerank_damping must be in [0, 1)");
+        }
+        Ok(())
+    }
+}

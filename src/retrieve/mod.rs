@@ -1,0 +1,700 @@
+//! Retrieval over one conversation's memory: anchors by BM25 and dense similarity, the
+//! retrieval modes (the baselines, Synapse and its ablations), the triple hybrid score, the
+//! uncertainty gate, and explanations. Returns episodes in score order; [`Retrieval::time_ordered`]
+//! is how they are handed to a caller.
+//!
+//! This module must not embed text (the caller passes the query embedding) nor touch the store
+//! ([`Memory::new`] takes what the store returned).
+
+pub mod bm25;
+
+use serde::{Deserialize, Serialize};
+
+use crate::activation::{self, ActivationConfig, Spreading, Trace};
+use crate::embed::EMBEDDING_DIM;
+use crate::error::{Error, Result};
+use crate::graph::pagerank::Transition;
+use crate::graph::{EdgeKind, Graph, NodeRef};
+use crate::store::Episode;
+use bm25::{Analyzer, Bm25Index};
+
+/// A retrieval mode; the names are the CLI values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// MiniLM cosine only.
+    Dense,
+    /// BM25 only.
+    Bm25,
+    /// Reciprocal-rank fusion of dense and BM25.
+    Rrf,
+    /// 0.5·dense + 0.3·BM25 + 0.2·importance (Mnemosyne).
+    Linear,
+    /// Personalised PageRank from the anchors over the memory graph (HippoRAG style).
+    Ppr,
+    /// The full method.
+    Synapse,
+    /// Synapse without lateral inhibition (β = 0).
+    NoInhibition,
+    /// Synapse without the fan effect (fan = 1).
+    NoFan,
+    /// Synapse without decay (δ = 0).
+    NoDecay,
+    /// Synapse without edges (no propagation, no PageRank).
+    NoGraph,
+}
+
+impl Mode {
+    /// Every mode, in report order.
+    pub const ALL: [Mode; 10] = [
+        Mode::Dense,
+        Mode::Bm25,
+        Mode::Rrf,
+        Mode::Linear,
+        Mode::Ppr,
+        Mode::Synapse,
+        Mode::NoInhibition,
+        Mode::NoFan,
+        Mode::NoDecay,
+        Mode::NoGraph,
+    ];
+
+    /// CLI name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Dense => "dense",
+            Mode::Bm25 => "bm25",
+            Mode::Rrf => "rrf",
+            Mode::Linear => "linear",
+            Mode::Ppr => "ppr",
+            Mode::Synapse => "synapse",
+            Mode::NoInhibition => "no-inhibition",
+            Mode::NoFan => "no-fan",
+            Mode::NoDecay => "no-decay",
+            Mode::NoGraph => "no-graph",
+        }
+    }
+
+    /// Parses a CLI name.
+    pub fn parse(s: &str) -> Result<Mode> {
+        Mode::ALL.into_iter().find(|m| m.as_str() == s).ok_or_else(|| {
+            let names: Vec<&str> = Mode::ALL.iter().map(|m| m.as_str()).collect();
+            Error::InvalidArgument(format!("unknown mode '{s}' (one of: {})", names.join(", ")))
+        })
+    }
+
+    /// Synapse or one of its ablations: runs the activation dynamics, gated by activation.
+    pub fn is_synapse(self) -> bool {
+        matches!(self, Mode::Synapse | Mode::NoInhibition | Mode::NoFan | Mode::NoDecay | Mode::NoGraph)
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Retrieval settings; defaults are the paper's unless stated.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetrieveConfig {
+    /// Episodes returned, k (default 30).
+    pub top_k: usize,
+    /// Anchors taken from each trigger: the top nodes by BM25 and by dense similarity (default 10).
+    pub anchor_k: usize,
+    /// Scale of the initial activation, `a(0) = α·max(0, sim)` on anchors (default 2; the
+    /// paper's 1 leaves most anchors under the sigmoid's threshold θ after one step).
+    pub alpha: f32,
+    /// Share of lexical evidence in `sim`, w: the similarity that seeds anchors and enters the
+    /// hybrid score is `(1 − w)·cosine + w·BM25 / max BM25 of the query` (default 0.7; the
+    /// paper's cosine-only similarity, w = 0, lost 21 points of recall@10 on the tuning
+    /// conversations, where MiniLM alone is the weakest signal).
+    pub lexical_weight: f32,
+    /// Weight of the similarity in the hybrid score, λ1 (default 0.6; the paper's 0.5).
+    pub lambda_similarity: f32,
+    /// Weight of activation, λ2 (default 0.4; the paper's 0.3).
+    pub lambda_activation: f32,
+    /// Weight of PageRank (divided by its maximum), λ3 (default 0; the paper's 0.2 favours hub
+    /// concepts and cost 1–3 points of recall@10 on the tuning conversations).
+    pub lambda_pagerank: f32,
+    /// Reject when the activation of the top-ranked node is under this, τ_gate (default 0.12).
+    /// Applies to `synapse` and its ablations; the baselines have no gate unless calibrated.
+    pub gate_threshold: f32,
+    /// Let a concept node in the ranking stand for its best-scoring episode not yet returned
+    /// (default true, as the paper); when false only episode nodes are ranked.
+    pub concepts_in_results: bool,
+    /// Multiply the confidence by the speaker agreement when the query names one speaker of
+    /// the conversation: the best returned episode that speaker said, relative to the best
+    /// (default true). Adversarial LoCoMo questions ask about one speaker what the other said.
+    pub speaker_check: bool,
+    /// The RRF constant (default 60).
+    pub rrf_k: f32,
+    /// Importance of a turn in the `linear` mode: turns carry no user-assigned importance, so
+    /// every turn gets this value (default 0.5) and the term does not change the order.
+    pub importance: f32,
+    /// Damping of the `ppr` baseline (default 0.85).
+    pub ppr_damping: f32,
+    /// BM25 k1 (default 1.2).
+    pub bm25_k1: f32,
+    /// BM25 b (default 0.75).
+    pub bm25_b: f32,
+    /// The activation dynamics.
+    pub activation: ActivationConfig,
+}
+
+impl Default for RetrieveConfig {
+    fn default() -> Self {
+        RetrieveConfig {
+            top_k: 30,
+            anchor_k: 10,
+            alpha: 2.0,
+            lexical_weight: 0.7,
+            lambda_similarity: 0.6,
+            lambda_activation: 0.4,
+            lambda_pagerank: 0.0,
+            gate_threshold: 0.12,
+            concepts_in_results: true,
+            speaker_check: true,
+            rrf_k: 60.0,
+            importance: 0.5,
+            ppr_damping: 0.85,
+            bm25_k1: bm25::DEFAULT_K1,
+            bm25_b: bm25::DEFAULT_B,
+            activation: ActivationConfig::default(),
+        }
+    }
+}
+
+impl RetrieveConfig {
+    /// Rejects settings retrieval cannot run with.
+    pub fn validate(&self) -> Result<()> {
+        if self.top_k == 0 {
+            return Err(Error::InvalidArgument("top_k must be at least 1".into()));
+        }
+        if !(0.0..=1.0).contains(&self.lexical_weight) {
+            return Err(Error::InvalidArgument(format!("lexical_weight {} is not in [0, 1]", self.lexical_weight)));
+        }
+        if !(0.0..1.0).contains(&self.ppr_damping) {
+            return Err(Error::InvalidArgument(format!("ppr_damping {} is not in [0, 1)", self.ppr_damping)));
+        }
+        self.activation.validate()
+    }
+
+    /// The dynamics a synapse-family mode runs with.
+    pub fn activation_for(&self, mode: Mode) -> ActivationConfig {
+        let mut a = self.activation.clone();
+        match mode {
+            Mode::NoInhibition => a.inhibition_beta = 0.0,
+            Mode::NoFan => a.fan_effect = false,
+            Mode::NoDecay => a.decay = 0.0,
+            _ => {}
+        }
+        a
+    }
+}
+
+/// A query ready to run: its text, analysed terms and embedding.
+#[derive(Debug, Clone)]
+pub struct Query {
+    /// The text.
+    pub text: String,
+    /// BM25 terms.
+    pub terms: Vec<String>,
+    /// L2-normalised embedding.
+    pub embedding: Vec<f32>,
+}
+
+impl Query {
+    /// Analyses `text`; `embedding` is its MiniLM vector. An empty query is an error.
+    pub fn new(analyzer: &mut Analyzer, text: &str, embedding: Vec<f32>) -> Result<Query> {
+        if text.trim().is_empty() {
+            return Err(Error::InvalidArgument("empty query".into()));
+        }
+        if embedding.len() != EMBEDDING_DIM {
+            return Err(Error::InvalidArgument(format!(
+                "query embedding has {} values, expected {EMBEDDING_DIM}",
+                embedding.len()
+            )));
+        }
+        Ok(Query { text: text.to_string(), terms: analyzer.terms(text), embedding })
+    }
+}
+
+/// The signals behind one returned episode.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Signals {
+    /// Cosine of the query and the node.
+    pub dense: f32,
+    /// BM25 of the node.
+    pub bm25: f32,
+    /// Final activation a(T) (synapse modes) or personalised PageRank (ppr).
+    pub activation: Option<f32>,
+    /// PageRank divided by its maximum (graph modes).
+    pub pagerank: Option<f32>,
+    /// The mode's score, which orders the result.
+    pub score: f32,
+}
+
+/// One returned episode.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Hit {
+    /// Index of the episode in the conversation.
+    pub episode: u32,
+    /// The node that brought it: the episode's own, or a concept that stands for it.
+    pub node: u32,
+    /// Signals of that node.
+    pub signals: Signals,
+}
+
+/// The result of one query in one mode.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Retrieval {
+    /// The mode.
+    pub mode: Mode,
+    /// Episodes in score order (best first), at most `top_k`.
+    pub hits: Vec<Hit>,
+    /// The gate's signal: the activation of the top-ranked node (synapse modes) or the top
+    /// score (baselines).
+    pub confidence: f32,
+    /// Whether the gate rejects the query (never for a baseline without a threshold).
+    pub rejected: bool,
+    /// Anchor nodes (graph modes).
+    pub anchors: Vec<u32>,
+}
+
+impl Retrieval {
+    /// Episode indices in time (conversation) order: how the result is handed over.
+    pub fn time_ordered(&self) -> Vec<&Hit> {
+        let mut hits: Vec<&Hit> = self.hits.iter().collect();
+        hits.sort_by_key(|h| h.episode);
+        hits
+    }
+}
+
+/// Why a node ended where it did (synapse modes): what `--explain` prints.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Explanation {
+    /// The node explained.
+    pub node: u32,
+    /// Rank among all nodes by dense similarity, if it was a dense anchor.
+    pub dense_anchor_rank: Option<usize>,
+    /// Rank by BM25, if it was a BM25 anchor.
+    pub bm25_anchor_rank: Option<usize>,
+    /// Activation a(0) … a(T).
+    pub activation: Vec<f32>,
+    /// Inhibition received per step, u − û.
+    pub inhibition: Vec<f32>,
+    /// The strongest path the activation took into the node, from the earliest step: the node
+    /// whose contribution was largest at each step (the node itself when retention dominated).
+    pub path: Vec<u32>,
+}
+
+/// One conversation's memory, ready for queries.
+#[derive(Debug)]
+pub struct Memory {
+    conversation: String,
+    episodes: Vec<Episode>,
+    graph: Graph,
+    /// Node embeddings, `node_count × EMBEDDING_DIM`.
+    embeddings: Vec<f32>,
+    bm25: Bm25Index,
+    episode_node: Vec<u32>,
+    /// Per concept node: its episodes (abstraction out-edges).
+    concept_episodes: Vec<Vec<u32>>,
+    spreading: Spreading,
+    spreading_no_fan: Spreading,
+    no_graph: Spreading,
+    transition: Transition,
+    /// Distinct speakers' first names, lower case.
+    speakers: Vec<String>,
+    config: RetrieveConfig,
+}
+
+/// Per-query signals shared by all modes.
+struct Base {
+    dense: Vec<f32>,
+    bm25: Vec<f32>,
+    /// The similarity of the graph modes: cosine blended with normalised BM25.
+    sim: Vec<f32>,
+}
+
+impl Memory {
+    /// Builds the in-memory indices from what the store holds. `episodes` in conversation order.
+    pub fn new(conversation: &str, episodes: Vec<Episode>, graph: Graph, config: RetrieveConfig) -> Result<Memory> {
+        config.validate()?;
+        graph.validate().map_err(|e| Error::InvalidArgument(format!("graph of '{conversation}': {e}")))?;
+        if graph.episode_count() != episodes.len() {
+            return Err(Error::InvalidArgument(format!(
+                "graph of '{conversation}' has {} episodes, the store {}",
+                graph.episode_count(),
+                episodes.len()
+            )));
+        }
+        let n = graph.node_count();
+        let mut embeddings = vec![0.0f32; n * EMBEDDING_DIM];
+        let mut texts: Vec<String> = Vec::with_capacity(n);
+        for (id, node) in graph.nodes.iter().enumerate() {
+            let (text, v) = match *node {
+                NodeRef::Episode(e) => {
+                    let ep = &episodes[e as usize];
+                    (format!("{}: {}", ep.speaker, ep.embedding_text()), ep.embedding.as_slice())
+                }
+                NodeRef::Concept(c) => {
+                    let c = &graph.concepts[c as usize];
+                    (c.label.clone(), c.embedding.as_slice())
+                }
+            };
+            if v.len() != EMBEDDING_DIM {
+                return Err(Error::InvalidArgument(format!(
+                    "node {id} of '{conversation}' has no {EMBEDDING_DIM}-d embedding"
+                )));
+            }
+            embeddings[id * EMBEDDING_DIM..(id + 1) * EMBEDDING_DIM].copy_from_slice(v);
+            texts.push(text);
+        }
+        let mut analyzer = Analyzer::new()?;
+        let terms: Vec<Vec<String>> = texts.iter().map(|t| analyzer.terms(t)).collect();
+        let bm25 = Bm25Index::build(&terms, config.bm25_k1, config.bm25_b);
+        let mut concept_episodes = vec![Vec::new(); n];
+        for e in &graph.edges {
+            if e.kind == EdgeKind::Abstraction && matches!(graph.nodes[e.src as usize], NodeRef::Concept(_)) {
+                concept_episodes[e.src as usize].push(e.dst);
+            }
+        }
+        let spreading = Spreading::new(&graph, &config.activation_for(Mode::Synapse));
+        let spreading_no_fan = Spreading::new(&graph, &config.activation_for(Mode::NoFan));
+        let unit = config.activation.time_unit.hours();
+        let rho = config.activation.rho;
+        let transition = Transition::new(
+            n,
+            graph.edges.iter().map(|e| {
+                let w = if e.kind == EdgeKind::Temporal { (-rho * e.hours / unit).exp() } else { e.weight };
+                (e.src, e.dst, w)
+            }),
+        );
+        let mut speakers: Vec<String> =
+            episodes.iter().map(|e| first_name(&e.speaker)).filter(|s| !s.is_empty()).collect();
+        speakers.sort();
+        speakers.dedup();
+        Ok(Memory {
+            speakers,
+            conversation: conversation.to_string(),
+            episode_node: graph.episode_nodes(),
+            episodes,
+            no_graph: Spreading::empty(n),
+            graph,
+            embeddings,
+            bm25,
+            concept_episodes,
+            spreading,
+            spreading_no_fan,
+            transition,
+            config,
+        })
+    }
+
+    /// The conversation id.
+    pub fn conversation(&self) -> &str {
+        &self.conversation
+    }
+
+    /// Its episodes in conversation order.
+    pub fn episodes(&self) -> &[Episode] {
+        &self.episodes
+    }
+
+    /// Its graph.
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// The settings it retrieves with.
+    pub fn config(&self) -> &RetrieveConfig {
+        &self.config
+    }
+
+    /// A short name for a node: the turn id of an episode, `concept:<label>` for a concept.
+    pub fn node_name(&self, node: u32) -> String {
+        match self.graph.nodes.get(node as usize) {
+            Some(NodeRef::Episode(e)) => self.episodes[*e as usize].turn_id.clone(),
+            Some(NodeRef::Concept(c)) => format!("concept:{}", self.graph.concepts[*c as usize].label),
+            None => format!("node {node}"),
+        }
+    }
+
+    fn base(&self, query: &Query) -> Base {
+        let n = self.graph.node_count();
+        let dense: Vec<f32> = self.embeddings.chunks_exact(EMBEDDING_DIM).map(|v| dot(v, &query.embedding)).collect();
+        let mut bm25 = vec![0.0; n];
+        self.bm25.score_into(&query.terms, &mut bm25);
+        let w = self.config.lexical_weight;
+        let max = bm25.iter().copied().fold(0.0f32, f32::max);
+        let sim = if w == 0.0 || max == 0.0 {
+            dense.clone()
+        } else {
+            dense.iter().zip(&bm25).map(|(d, b)| (1.0 - w) * d + w * b / max).collect()
+        };
+        Base { dense, bm25, sim }
+    }
+
+    /// Runs one query in one mode.
+    pub fn retrieve(&self, query: &Query, mode: Mode) -> Retrieval {
+        self.run(query, mode, None)
+    }
+
+    /// Runs one query in a synapse mode and explains each returned episode's node.
+    pub fn explain(&self, query: &Query, mode: Mode) -> (Retrieval, Vec<Explanation>) {
+        let mut trace = Trace::default();
+        let r = self.run(query, mode, Some(&mut trace));
+        if !mode.is_synapse() {
+            return (r, Vec::new());
+        }
+        let base = self.base(query);
+        let dense_rank = rank_order(&base.dense);
+        let bm25_rank = rank_order(&base.bm25);
+        let k = self.config.anchor_k;
+        let spreading = self.spreading_for(mode);
+        let decay = self.config.activation_for(mode).decay;
+        let explanations = r
+            .hits
+            .iter()
+            .map(|h| {
+                let i = h.node as usize;
+                let position = |order: &[u32]| order.iter().take(k).position(|&x| x as usize == i).map(|p| p + 1);
+                let mut path = vec![h.node];
+                let mut at = i;
+                for t in (0..trace.potential.len()).rev() {
+                    let a = &trace.activation[t];
+                    let kept = (1.0 - decay) * a[at];
+                    let best = spreading
+                        .in_edges(at)
+                        .map(|(j, c)| (j, c * a[j]))
+                        .max_by(|x, y| x.1.total_cmp(&y.1).then(y.0.cmp(&x.0)));
+                    if let Some((j, flow)) = best
+                        && flow > kept
+                    {
+                        at = j;
+                    }
+                    path.push(at as u32);
+                }
+                path.reverse();
+                path.dedup();
+                Explanation {
+                    node: h.node,
+                    dense_anchor_rank: position(&dense_rank).filter(|_| base.dense[i] > 0.0),
+                    bm25_anchor_rank: position(&bm25_rank).filter(|_| base.bm25[i] > 0.0),
+                    activation: trace.activation.iter().map(|a| a[i]).collect(),
+                    inhibition: trace.potential.iter().zip(&trace.inhibited).map(|(u, h)| u[i] - h[i]).collect(),
+                    path,
+                }
+            })
+            .collect();
+        (r, explanations)
+    }
+
+    fn spreading_for(&self, mode: Mode) -> &Spreading {
+        match mode {
+            Mode::NoFan => &self.spreading_no_fan,
+            Mode::NoGraph => &self.no_graph,
+            _ => &self.spreading,
+        }
+    }
+
+    /// Anchors: the union of the top `anchor_k` nodes by BM25 (score > 0) and by dense
+    /// similarity, ascending node id.
+    fn anchors(&self, base: &Base) -> Vec<u32> {
+        let k = self.config.anchor_k;
+        let mut anchors: Vec<u32> = rank_order(&base.dense).into_iter().take(k).collect();
+        anchors.extend(rank_order(&base.bm25).into_iter().take(k).filter(|&i| base.bm25[i as usize] > 0.0));
+        anchors.sort_unstable();
+        anchors.dedup();
+        anchors
+    }
+
+    fn run(&self, query: &Query, mode: Mode, trace: Option<&mut Trace>) -> Retrieval {
+        let base = self.base(query);
+        let n = self.graph.node_count();
+        let episode_only = |scores: &[f32]| -> Vec<f32> {
+            (0..n)
+                .map(|i| match self.graph.nodes[i] {
+                    NodeRef::Episode(_) => scores[i],
+                    NodeRef::Concept(_) => f32::NEG_INFINITY,
+                })
+                .collect()
+        };
+        let signals = |i: usize, score: f32, activation: Option<f32>, pagerank: Option<f32>| Signals {
+            dense: base.dense[i],
+            bm25: base.bm25[i],
+            activation,
+            pagerank,
+            score,
+        };
+        match mode {
+            Mode::Dense | Mode::Bm25 | Mode::Rrf | Mode::Linear => {
+                let scores = match mode {
+                    Mode::Dense => base.dense.clone(),
+                    Mode::Bm25 => base.bm25.clone(),
+                    Mode::Rrf => {
+                        let mut s = vec![0.0f32; n];
+                        for list in [&base.dense, &base.bm25] {
+                            for (rank, i) in rank_order(&episode_only(list)).into_iter().enumerate() {
+                                s[i as usize] += 1.0 / (self.config.rrf_k + rank as f32 + 1.0);
+                            }
+                        }
+                        s
+                    }
+                    _ => {
+                        let max = base.bm25.iter().copied().fold(0.0f32, f32::max);
+                        (0..n)
+                            .map(|i| {
+                                let lexical = if max > 0.0 { base.bm25[i] / max } else { 0.0 };
+                                0.5 * base.dense[i] + 0.3 * lexical + 0.2 * self.config.importance
+                            })
+                            .collect()
+                    }
+                };
+                let scores = episode_only(&scores);
+                let order = rank_order(&scores);
+                let hits: Vec<Hit> = order
+                    .iter()
+                    .take(self.config.top_k)
+                    .map(|&i| Hit {
+                        episode: self.episode_of(i),
+                        node: i,
+                        signals: signals(i as usize, scores[i as usize], None, None),
+                    })
+                    .collect();
+                let confidence = hits.first().map_or(0.0, |h| h.signals.score);
+                self.gate(query, Retrieval { mode, hits, confidence, rejected: false, anchors: Vec::new() })
+            }
+            Mode::Ppr => {
+                let anchors = self.anchors(&base);
+                let mut teleport = vec![0.0f64; n];
+                for &a in &anchors {
+                    teleport[a as usize] = (self.config.alpha * base.sim[a as usize]).max(0.0) as f64 + 1e-6;
+                }
+                let ppr = self.transition.rank(self.config.ppr_damping as f64, Some(&teleport));
+                let scores: Vec<f32> = ppr.iter().map(|&p| (p * n as f64) as f32).collect();
+                let hits = self.expand(&rank_order(&scores), |i| {
+                    signals(i, scores[i], Some(scores[i]), Some(self.graph.pagerank[i]))
+                });
+                let confidence = hits.first().map_or(0.0, |h| h.signals.score);
+                self.gate(query, Retrieval { mode, hits, confidence, rejected: false, anchors })
+            }
+            _ => {
+                let anchors = self.anchors(&base);
+                let mut a0 = vec![0.0f32; n];
+                for &a in &anchors {
+                    a0[a as usize] = (self.config.alpha * base.sim[a as usize]).max(0.0);
+                }
+                let config = self.config.activation_for(mode);
+                let a = activation::spread(self.spreading_for(mode), &config, &a0, trace);
+                let c = &self.config;
+                let pagerank: Vec<f32> = if mode == Mode::NoGraph { vec![0.0; n] } else { self.graph.pagerank.clone() };
+                let scores: Vec<f32> = (0..n)
+                    .map(|i| {
+                        c.lambda_similarity * base.sim[i] + c.lambda_activation * a[i] + c.lambda_pagerank * pagerank[i]
+                    })
+                    .collect();
+                let order = rank_order(&scores);
+                let confidence = order.first().map_or(0.0, |&i| a[i as usize]);
+                let hits = self.expand(&order, |i| signals(i, scores[i], Some(a[i]), Some(pagerank[i])));
+                self.gate(query, Retrieval { mode, hits, confidence, rejected: false, anchors })
+            }
+        }
+    }
+
+    /// Applies the speaker check to the confidence and, in synapse modes, the threshold.
+    fn gate(&self, query: &Query, mut r: Retrieval) -> Retrieval {
+        if self.config.speaker_check
+            && let Some(ratio) = self.speaker_agreement(query, &r.hits)
+        {
+            r.confidence *= ratio;
+        }
+        r.rejected = r.mode.is_synapse() && r.confidence < self.config.gate_threshold;
+        r
+    }
+
+    /// When the query names exactly one of the conversation's speakers: the score of the best
+    /// returned episode that speaker said, divided by the best score (0 when they said none of
+    /// them). `None` when the query names no speaker or several.
+    pub fn speaker_agreement(&self, query: &Query, hits: &[Hit]) -> Option<f32> {
+        let words: Vec<String> = query
+            .text
+            .split(|c: char| !c.is_alphanumeric())
+            .map(|w| w.to_lowercase())
+            .filter(|w| !w.is_empty())
+            .collect();
+        let named: Vec<&String> = self.speakers.iter().filter(|s| words.contains(s)).collect();
+        let [speaker] = named.as_slice() else { return None };
+        let top = hits.first()?.signals.score;
+        let own = hits
+            .iter()
+            .find(|h| first_name(&self.episodes[h.episode as usize].speaker) == **speaker)
+            .map_or(0.0, |h| h.signals.score);
+        Some(if top > 0.0 { (own / top).clamp(0.0, 1.0) } else { 0.0 })
+    }
+
+    fn episode_of(&self, node: u32) -> u32 {
+        match self.graph.nodes[node as usize] {
+            NodeRef::Episode(e) => e,
+            NodeRef::Concept(_) => u32::MAX,
+        }
+    }
+
+    /// Walks a node ranking into at most `top_k` distinct episodes: an episode node stands for
+    /// itself; a concept (when enabled) for its linked episode that ranks best and is not yet
+    /// taken.
+    fn expand(&self, order: &[u32], signals: impl Fn(usize) -> Signals) -> Vec<Hit> {
+        let mut position = vec![u32::MAX; self.graph.node_count()];
+        for (p, &i) in order.iter().enumerate() {
+            position[i as usize] = p as u32;
+        }
+        let mut taken = vec![false; self.episodes.len()];
+        let mut hits = Vec::with_capacity(self.config.top_k);
+        for &i in order {
+            if hits.len() >= self.config.top_k {
+                break;
+            }
+            let episode = match self.graph.nodes[i as usize] {
+                NodeRef::Episode(e) => Some(e),
+                NodeRef::Concept(_) if self.config.concepts_in_results => self.concept_episodes[i as usize]
+                    .iter()
+                    .copied()
+                    .filter(|&e| !taken[self.episode_of(e) as usize])
+                    .min_by_key(|&e| position[e as usize])
+                    .map(|e| self.episode_of(e)),
+                NodeRef::Concept(_) => None,
+            };
+            if let Some(e) = episode
+                && !taken[e as usize]
+            {
+                taken[e as usize] = true;
+                hits.push(Hit { episode: e, node: i, signals: signals(i as usize) });
+            }
+        }
+        hits
+    }
+
+    /// The episode node of episode index `e`.
+    pub fn episode_node(&self, e: u32) -> u32 {
+        self.episode_node[e as usize]
+    }
+}
+
+/// Node ids by descending score, ties by ascending id; NaN and −∞ last.
+pub fn rank_order(scores: &[f32]) -> Vec<u32> {
+    let mut order: Vec<u32> = (0..scores.len() as u32).collect();
+    order.sort_by(|&a, &b| scores[b as usize].total_cmp(&scores[a as usize]).then(a.cmp(&b)));
+    order
+}
+
+/// The first word of a speaker's name, lower case ("Caroline", "Dr. Ann Lee" → "dr").
+fn first_name(speaker: &str) -> String {
+    speaker.split(|c: char| !c.is_alphanumeric()).find(|w| !w.is_empty()).unwrap_or("").to_lowercase()
+}
+
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}

@@ -1,0 +1,189 @@
+//! Retrieval and evaluation through the binary, on real weights: the demo conversation (the
+//! project's own fixture, with gold evidence) and a real LoCoMo conversation.
+
+use serde_json::Value;
+
+use crate::common::{datasets, fails, ok};
+
+const MODES: [&str; 10] =
+    ["dense", "bm25", "rrf", "linear", "ppr", "synapse", "no-inhibition", "no-fan", "no-decay", "no-graph"];
+
+fn query(store: &std::path::Path, args: &[&str]) -> Value {
+    let mut all = vec!["query", "--conversation", "demo", "--json"];
+    all.extend_from_slice(args);
+    serde_json::from_str(&ok(store, &all)).expect("query --json is JSON")
+}
+
+fn turn_ids(v: &Value) -> Vec<String> {
+    v["episodes"].as_array().expect("episodes").iter().map(|e| e["turn_id"].as_str().expect("id").to_string()).collect()
+}
+
+#[test]
+fn demo_queries_find_their_evidence_in_every_mode() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    let out = ok(&store, &["demo"]);
+    assert!(out.contains("What is the name of Tom's dog?"), "the demo answers its questions:\n{out}");
+
+    for mode in MODES {
+        let v = query(&store, &["--mode", mode, "--top-k", "5", "What is the name of Tom's dog?"]);
+        assert_eq!(v["mode"], mode);
+        let ids = turn_ids(&v);
+        assert!(ids.contains(&"D1:8".to_string()), "{mode}: evidence D1:8 not in {ids:?}");
+        // Handed over in time order, ranks say the score order.
+        let positions: Vec<(u64, u64)> = v["episodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                let id = e["turn_id"].as_str().unwrap();
+                let (s, t) = id.trim_start_matches('D').split_once(':').unwrap();
+                (s.parse().unwrap(), t.parse().unwrap())
+            })
+            .collect();
+        let mut sorted = positions.clone();
+        sorted.sort();
+        assert_eq!(positions, sorted, "{mode}: not in time order");
+        let mut ranks: Vec<u64> =
+            v["episodes"].as_array().unwrap().iter().map(|e| e["rank"].as_u64().unwrap()).collect();
+        ranks.sort();
+        assert_eq!(ranks, (1..=ids.len() as u64).collect::<Vec<_>>());
+    }
+
+    // Synapse reports every signal and explains the path.
+    let v = query(&store, &["--explain", "Which cities did Maya visit in Portugal?"]);
+    let first = &v["episodes"][0]["signals"];
+    for key in ["dense", "bm25", "activation", "pagerank", "score"] {
+        assert!(first[key].is_number(), "signal {key} missing: {first}");
+    }
+    let explain = v["explain"].as_array().expect("explain");
+    assert_eq!(explain.len(), turn_ids(&v).len());
+    assert_eq!(explain[0]["activation"].as_array().unwrap().len(), 4, "a(0) and three steps");
+    assert!(explain.iter().any(|x| x["dense_anchor_rank"].is_number() || x["bm25_anchor_rank"].is_number()));
+    let text =
+        ok(&store, &["query", "--conversation", "demo", "--explain", "Which cities did Maya visit in Portugal?"]);
+    assert!(text.contains("anchor by") && text.contains("path"), "{text}");
+
+    // A gate threshold above any confidence rejects, and says so.
+    let v = query(&store, &["--gate-threshold", "1.5", "What job did Maya get?"]);
+    assert_eq!(v["rejected"], true);
+    assert!(turn_ids(&v).is_empty());
+    let text = ok(&store, &["query", "--conversation", "demo", "--gate-threshold", "1.5", "What job did Maya get?"]);
+    assert!(text.contains("no confident memory"), "{text}");
+
+    let err = fails(&store, &["query", "--conversation", "nope", "What?"]);
+    assert!(err.contains("unknown conversation 'nope'"), "{err}");
+    let err = fails(&store, &["query", "--conversation", "demo", "  "]);
+    assert!(err.contains("empty question"), "{err}");
+    let err = fails(&store, &["query", "--conversation", "demo", "--mode", "magic", "What?"]);
+    assert!(err.contains("unknown mode 'magic'"), "{err}");
+    let err = fails(&store, &["query", "--conversation", "demo", "--decay", "2", "What?"]);
+    assert!(err.contains("decay 2 is not in [0, 1]"), "{err}");
+}
+
+/// Questions of one LoCoMo conversation counted from the raw file: (answerable with evidence
+/// per category 1–4, adversarial, total).
+fn locomo_question_counts(file: &std::path::Path, id: &str) -> (Vec<usize>, usize, usize) {
+    let data: Value = serde_json::from_slice(&std::fs::read(file).expect("read")).expect("json");
+    let conv = data.as_array().unwrap().iter().find(|c| c["sample_id"] == id).expect("conversation");
+    let qa = conv["qa"].as_array().unwrap();
+    let mut per = vec![0; 4];
+    for q in qa {
+        let cat = q["category"].as_u64().unwrap() as usize;
+        if (1..=4).contains(&cat) && !q["evidence"].as_array().unwrap().is_empty() {
+            per[cat - 1] += 1;
+        }
+    }
+    let adversarial = qa.iter().filter(|q| q["category"] == 5).count();
+    (per, adversarial, qa.len())
+}
+
+#[test]
+fn locomo_eval_reports_every_mode_and_the_graph_helps() {
+    let Some(data) = datasets() else { return };
+    let file = data.join("locomo/locomo10-dev.json");
+    let file_arg = file.to_str().expect("utf-8");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    let json = dir.path().join("report.json");
+    let svg = dir.path().join("recall.svg");
+    let args = [
+        "eval",
+        "locomo",
+        file_arg,
+        "--conversations",
+        "conv-30",
+        "--json",
+        json.to_str().unwrap(),
+        "--plot",
+        svg.to_str().unwrap(),
+    ];
+    let table = ok(&store, &args);
+    assert!(table.contains("synapse") && table.contains("multi-hop"), "{table}");
+    let r: Value = serde_json::from_slice(&std::fs::read(&json).expect("report")).expect("json");
+    assert_eq!(r["dataset"], "locomo");
+    assert_eq!(r["conversations"], serde_json::json!(["conv-30"]));
+    let (per_category, adversarial, total) = locomo_question_counts(&file, "conv-30");
+    assert_eq!(r["questions"].as_u64(), Some(total as u64));
+    for mode in MODES {
+        let m = &r["modes"][mode];
+        let groups = &m["groups"];
+        for (name, expected) in ["multi-hop", "temporal", "open-domain", "single-hop"].iter().zip(&per_category) {
+            if *expected == 0 {
+                continue;
+            }
+            let n = groups[name]["n"].as_u64().unwrap_or(0) as usize;
+            // Questions whose every evidence id names no turn are left out.
+            assert!(n <= *expected && n + 2 >= *expected, "{mode}/{name}: n {n}, file {expected}");
+        }
+        let all = &groups["1-4"];
+        let recall: Vec<f64> =
+            ["recall@5", "recall@10", "recall@25", "recall@30"].iter().map(|k| all[k].as_f64().unwrap()).collect();
+        assert!(recall.windows(2).all(|w| w[0] <= w[1]) && recall[3] <= 1.0 && recall[0] >= 0.0, "{mode}: {recall:?}");
+        assert!(all["hit@10"].as_f64().unwrap() >= recall[1], "{mode}: a hit is at least the recall");
+        assert_eq!(m["gate"]["adversarial"].as_u64(), Some(adversarial as u64));
+        let auc = m["gate"]["auc"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&auc));
+        assert!(m["context_tokens"]["mean"].as_f64().unwrap() > 100.0);
+        let p50 = m["latency_ms"]["p50"].as_f64().unwrap();
+        assert!(p50 > 0.0 && p50 <= m["latency_ms"]["p95"].as_f64().unwrap());
+    }
+    let r10 = |mode: &str| r["modes"][mode]["groups"]["1-4"]["recall@10"].as_f64().unwrap();
+    // Measured on this conversation: synapse 0.70, no-graph 0.57, dense 0.25.
+    assert!(r10("synapse") > r10("dense") + 0.2, "synapse {} dense {}", r10("synapse"), r10("dense"));
+    assert!(r10("synapse") > r10("no-graph"), "synapse {} no-graph {}", r10("synapse"), r10("no-graph"));
+    assert!(r["modes"]["synapse"]["gate"]["threshold"].as_f64().is_some());
+    assert!(r["modes"]["dense"]["gate"]["threshold"].is_null(), "a baseline has no gate without calibration");
+
+    let plot = std::fs::read_to_string(&svg).expect("svg");
+    assert!(plot.starts_with("<svg") || plot.starts_with("<?xml"), "{}", &plot[..80.min(plot.len())]);
+    for needle in ["synapse", "ppr", "multi-hop", "1-4"] {
+        assert!(plot.contains(needle), "plot lacks {needle}");
+    }
+
+    // Second run: nothing to ingest; calibration splits the questions 10/90.
+    let args = [
+        "eval",
+        "locomo",
+        file_arg,
+        "--conversations",
+        "conv-30",
+        "--modes",
+        "synapse,dense",
+        "--calibrate",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    ok(&store, &args);
+    let r: Value = serde_json::from_slice(&std::fs::read(&json).expect("report")).expect("json");
+    let (reported, calibration) = (r["questions"].as_u64().unwrap(), r["calibration_questions"].as_u64().unwrap());
+    assert_eq!(reported + calibration, total as u64);
+    assert!(calibration > 0 && calibration < reported / 3, "{calibration} of {total}");
+    assert_eq!(r["mode_order"], serde_json::json!(["synapse", "dense"]));
+    assert!(r["modes"]["dense"]["gate"]["threshold"].as_f64().is_some(), "calibrated baselines get a gate");
+
+    let err = crate::common::fails(&store, &["eval", "beam", file_arg]);
+    assert!(err.contains("is locomo, not beam"), "{err}");
+    let err = crate::common::fails(&store, &["eval", "locomo", file_arg, "--conversations", "conv-999"]);
+    assert!(err.contains("no conversation 'conv-999'"), "{err}");
+}
