@@ -76,6 +76,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn beam_profile_parses_and_changes_only_retrieval_weights() {
+        let beam = Config::from_toml(include_str!("../config/beam.toml")).expect("beam.toml parses");
+        assert_eq!(beam.retrieve.lexical_weight, 0.3);
+        assert_eq!((beam.retrieve.lambda_similarity, beam.retrieve.lambda_activation), (0.8, 0.2));
+        let mut back = beam.clone();
+        back.retrieve = Config::default().retrieve;
+        assert_eq!(back, Config::default());
+    }
+
+    #[test]
     fn example_config_parses_and_matches_defaults() {
         let text = include_str!("../config/example.toml");
         let parsed = Config::from_toml(text).expect("example.toml parses");

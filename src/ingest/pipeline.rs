@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use chrono::{DateTime, Utc};
 use indicatif::ProgressBar;
 use serde::Serialize;
 
@@ -163,7 +164,8 @@ pub async fn ingest_loaded(
         }
         let t0 = Instant::now();
         let turns: Vec<&Turn> = rows.iter().map(|(_, t)| *t).collect();
-        let graph = graph_of(&turns, embedder, &config.graph)?;
+        let texts: Vec<_> = turns.iter().map(|t| (t.embedding_text(), t.timestamp)).collect();
+        let graph = graph_of(&texts, embedder, &config.graph)?;
         put_graph(&mut txn, &conversation.id, &graph, &turns).await?;
         graph_time += t0.elapsed();
         concepts += graph.concepts.len();
@@ -193,11 +195,14 @@ pub async fn ingest_loaded(
     })
 }
 
-/// Builds the graph of a conversation's turns (in conversation order), embedding concept
-/// labels with `embedder`.
-pub fn graph_of(turns: &[&Turn], embedder: &Embedder, config: &GraphConfig) -> Result<Graph> {
-    let texts: Vec<String> = turns.iter().map(|t| t.embedding_text()).collect();
-    let episodes: Vec<(&str, _)> = texts.iter().map(String::as_str).zip(turns.iter().map(|t| t.timestamp)).collect();
+/// Builds the graph of a conversation from its episodes' (embedding text, timestamp) in
+/// conversation order, embedding concept labels with `embedder`.
+pub fn graph_of(
+    episodes: &[(String, Option<DateTime<Utc>>)],
+    embedder: &Embedder,
+    config: &GraphConfig,
+) -> Result<Graph> {
+    let episodes: Vec<(&str, _)> = episodes.iter().map(|(t, d)| (t.as_str(), *d)).collect();
     blocking(|| build_graph(&episodes, config, &mut |labels: &[String]| embedder.embed(labels)))
 }
 
@@ -223,9 +228,8 @@ pub async fn build_missing_graphs(store_root: &Path, embedder: &Embedder, config
     let mut txn = Store::begin_write(store_root).await?;
     for id in &missing {
         let episodes = txn.base().episodes(id).await?;
-        let texts: Vec<String> = episodes.iter().map(|e| e.embedding_text()).collect();
-        let list: Vec<(&str, _)> = texts.iter().map(String::as_str).zip(episodes.iter().map(|e| e.timestamp)).collect();
-        let graph = blocking(|| build_graph(&list, config, &mut |labels: &[String]| embedder.embed(labels)))?;
+        let texts: Vec<_> = episodes.iter().map(|e| (e.embedding_text(), e.timestamp)).collect();
+        let graph = graph_of(&texts, embedder, config)?;
         let ids: Vec<&str> = episodes.iter().map(|e| e.turn_id.as_str()).collect();
         txn.put_graph(id, &graph, &ids).await?;
     }

@@ -558,6 +558,7 @@ impl Memory {
                 let order = rank_order(&scores);
                 let hits: Vec<Hit> = order
                     .iter()
+                    .filter(|&&i| matches!(self.graph.nodes[i as usize], NodeRef::Episode(_)))
                     .take(self.config.top_k)
                     .map(|&i| Hit {
                         episode: self.episode_of(i),
