@@ -811,14 +811,7 @@ impl WriteTxn {
     /// Writes the graph of a conversation, replacing any it had. `turn_ids` are the ids of its
     /// episodes in conversation order (the graph's episode indices).
     pub async fn put_graph(&mut self, conversation: &str, graph: &Graph, turn_ids: &[&str]) -> Result<()> {
-        graph.validate().map_err(|e| Error::InvalidArgument(format!("graph of '{conversation}': {e}")))?;
-        if turn_ids.len() != graph.episode_count() {
-            return Err(Error::InvalidArgument(format!(
-                "graph of '{conversation}' has {} episodes, {} turn ids given",
-                graph.episode_count(),
-                turn_ids.len()
-            )));
-        }
+        graph.check(conversation, turn_ids.len())?;
         for table in [Table::Nodes, Table::Edges] {
             if let Some(ds) = self.table(table).await? {
                 ds.delete(&eq_filter("conversation", conversation)).await?;
@@ -1025,7 +1018,7 @@ mod tests {
 
         let mut txn = Store::begin_write(dir.path()).await.unwrap();
         let wrong = txn.put_graph("conv-g", &graph, &["D1:1"]).await.unwrap_err();
-        assert!(wrong.to_string().contains("3 episodes, 1 turn ids"), "{wrong}");
+        assert!(wrong.to_string().contains("3 episodes in the graph, 1 given"), "{wrong}");
         txn.remove_conversation("conv-g").await.unwrap();
         let store = txn.commit().await.unwrap();
         assert_eq!(store.info().await.unwrap().table_rows["nodes"], 0);

@@ -1333,6 +1333,15 @@ fn day_of(t: &Token) -> Option<u32> {
     digits_value(digits, 1, 2).filter(|d| (1..=31).contains(d))
 }
 
+/// A day-and-month date spanning tokens `first..=last`, extended by the following year token when
+/// `year` is known.
+fn day_month_hit(first: usize, last: usize, m: u32, d: u32, year: Option<u32>) -> DateHit {
+    match year {
+        Some(y) => DateHit { first, last: last + 1, key: format!("{y:04}-{m:02}-{d:02}"), precision: 0.5 },
+        None => DateHit { first, last, key: format!("--{m:02}-{d:02}"), precision: 0.25 },
+    }
+}
+
 fn year_of(t: &Token) -> Option<u32> {
     digits_value(&t.lower, 4, 4).filter(|y| (1900..=2099).contains(y))
 }
@@ -1413,10 +1422,7 @@ fn find_dates(text: &str, turn: &[Token]) -> Vec<DateHit> {
                 && let Some(m) = month_of(&turn[k]).filter(|&m| valid_day(m, d))
             {
                 let year = if gap_ok(k + 1, &[Gap::Space, Gap::Comma]) { year_of(&turn[k + 1]) } else { None };
-                let hit = match year {
-                    Some(y) => DateHit { first: i, last: k + 1, key: format!("{y:04}-{m:02}-{d:02}"), precision: 0.5 },
-                    None => DateHit { first: i, last: k, key: format!("--{m:02}-{d:02}"), precision: 0.25 },
-                };
+                let hit = day_month_hit(i, k, m, d, year);
                 i = hit.last + 1;
                 hits.push(hit);
                 continue;
@@ -1428,10 +1434,7 @@ fn find_dates(text: &str, turn: &[Token]) -> Vec<DateHit> {
             let day = if gap_ok(k, &[Gap::Space, Gap::Dot]) { day_of(&turn[k]) } else { None };
             if let Some(d) = day.filter(|&d| valid_day(m, d)) {
                 let year = if gap_ok(k + 1, &[Gap::Space, Gap::Comma]) { year_of(&turn[k + 1]) } else { None };
-                let hit = match year {
-                    Some(y) => DateHit { first: i, last: k + 1, key: format!("{y:04}-{m:02}-{d:02}"), precision: 0.5 },
-                    None => DateHit { first: i, last: k, key: format!("--{m:02}-{d:02}"), precision: 0.25 },
-                };
+                let hit = day_month_hit(i, k, m, d, year);
                 i = hit.last + 1;
                 hits.push(hit);
                 continue;

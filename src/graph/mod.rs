@@ -167,6 +167,21 @@ impl Graph {
     }
 }
 
+impl Graph {
+    /// [`Graph::validate`], and that the graph has `episodes` episode nodes; errors name the
+    /// conversation.
+    pub fn check(&self, conversation: &str, episodes: usize) -> crate::Result<()> {
+        let bad = |m: String| Err(crate::Error::InvalidArgument(format!("graph of '{conversation}': {m}")));
+        if let Err(e) = self.validate() {
+            return bad(e);
+        }
+        if self.episode_count() != episodes {
+            return bad(format!("{} episodes in the graph, {episodes} given", self.episode_count()));
+        }
+        Ok(())
+    }
+}
+
 /// Settings of graph construction (Synapse §3.1); the defaults are the paper's unless stated.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
