@@ -102,6 +102,9 @@ impl GraphBuilder {
                 _ => 0.0,
             };
             self.add_edge(Edge { src: prev, dst: id, kind: EdgeKind::Temporal, weight: 1.0, hours });
+            if self.config.temporal_backward {
+                self.add_edge(Edge { src: id, dst: prev, kind: EdgeKind::Temporal, weight: 1.0, hours });
+            }
         }
         self.last = Some((id, timestamp));
         self.window.push((id, text.to_string()));

@@ -198,6 +198,9 @@ pub struct GraphConfig {
     pub association_threshold: f32,
     /// Association edges each new concept gets at most, its most similar concepts (default 15).
     pub association_top: usize,
+    /// Also link each episode back to its predecessor (t → t−1, same weight), so activation
+    /// reaches the turn a reply answers (default false: forward only, as the paper).
+    pub temporal_backward: bool,
     /// Weight of abstraction edges (default 0.8).
     pub abstraction_weight: f32,
     /// Which episodes of a window a concept links to: `window` (all of them, as the paper) or
@@ -230,6 +233,7 @@ impl Default for GraphConfig {
             merge_rate: 0.1,
             association_threshold: 0.6,
             association_top: 15,
+            temporal_backward: false,
             abstraction_weight: 0.8,
             abstraction_scope: AbstractionScope::Mention,
             max_in_edges: 15,
