@@ -25,11 +25,10 @@ use lance_index::scalar::FullTextSearchQuery;
 use lance_index::scalar::inverted::tokenizer::InvertedIndexParams;
 use myelin::config::Config;
 use myelin::embed::{EMBEDDING_DIM, Embedder};
-use myelin::ingest::pipeline::graph_of;
+use myelin::ingest::pipeline::in_memory;
 use myelin::ingest::{LoadOptions, load_path};
 use myelin::retrieve::bm25::Analyzer;
 use myelin::retrieve::{Memory, Mode, Query};
-use myelin::store::Episode;
 
 struct Fixture {
     memory: Memory,
@@ -44,34 +43,16 @@ fn fixture() -> Fixture {
     let conversation = loaded.conversations.into_iter().find(|c| c.id == "conv-26").expect("conv-26");
     let config = Config::default();
     let embedder = Embedder::load(&config.embed).expect("model (scripts/fetch-model.sh)");
-    let turns: Vec<_> = conversation.sessions.iter().flat_map(|s| s.turns.iter().map(move |t| (s.index, t))).collect();
-    let texts: Vec<String> = turns.iter().map(|(_, t)| t.embedding_text()).collect();
-    let vectors = embedder.embed(&texts).expect("embed turns");
-    let episodes: Vec<Episode> = turns
-        .iter()
-        .zip(vectors.chunks_exact(EMBEDDING_DIM))
-        .map(|((session, t), v)| Episode {
-            conversation: conversation.id.clone(),
-            session: *session,
-            turn_id: t.id.clone(),
-            position: t.position,
-            speaker: t.speaker.clone(),
-            text: t.text.clone(),
-            image_caption: t.image_caption.clone(),
-            timestamp: t.timestamp,
-            embedding: v.to_vec(),
-        })
-        .collect();
-    let timed: Vec<_> = texts.iter().cloned().zip(turns.iter().map(|(_, t)| t.timestamp)).collect();
-    let graph = graph_of(&timed, &embedder, &config.graph).expect("graph");
+    let memory = in_memory(&conversation, &embedder, &config).expect("memory");
+    let graph = memory.graph();
     eprintln!(
         "conv-26: {} episodes, {} concepts, {} edges, {} questions",
-        episodes.len(),
+        memory.episodes().len(),
         graph.concepts.len(),
         graph.edges.len(),
         conversation.questions.len()
     );
-    let memory = Memory::new(&conversation.id, episodes, graph, config.retrieve.clone()).expect("memory");
+    let texts: Vec<String> = memory.episodes().iter().map(|e| e.indexed_text()).collect();
     let mut analyzer = Analyzer::new().expect("analyzer");
     let questions: Vec<&str> = conversation.questions.iter().map(|q| q.text.as_str()).collect();
     let vectors = embedder.embed(&questions).expect("embed questions");

@@ -198,9 +198,14 @@ pub struct Episode {
 }
 
 impl Episode {
-    /// The text that was embedded and is searched (see [`Turn::embedding_text`]).
+    /// The text that was embedded (see [`Turn::embedding_text`]).
     pub fn embedding_text(&self) -> String {
         crate::conversation::embedding_text(&self.text, self.image_caption.as_deref())
+    }
+
+    /// The text BM25 indexes: `speaker: ` and the embedded text (questions name people).
+    pub fn indexed_text(&self) -> String {
+        format!("{}: {}", self.speaker, self.embedding_text())
     }
 }
 

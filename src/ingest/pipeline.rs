@@ -16,10 +16,11 @@ use serde::Serialize;
 use super::{Loaded, load_path};
 use crate::config::{Config, IngestConfig};
 use crate::conversation::{Conversation, Turn};
-use crate::embed::Embedder;
+use crate::embed::{EMBEDDING_DIM, Embedder};
 use crate::error::{Error, Result};
 use crate::graph::{Graph, GraphConfig, build_graph};
-use crate::store::{Store, WriteTxn};
+use crate::retrieve::Memory;
+use crate::store::{Episode, Store, WriteTxn};
 
 /// Turns embedded and appended per Lance write: bounds memory by this, not by the history.
 pub const DEFAULT_CHUNK_TURNS: usize = 2048;
@@ -204,6 +205,33 @@ pub fn graph_of(
 ) -> Result<Graph> {
     let episodes: Vec<(&str, _)> = episodes.iter().map(|(t, d)| (t.as_str(), *d)).collect();
     blocking(|| build_graph(&episodes, config, &mut |labels: &[String]| embedder.embed(labels)))
+}
+
+/// A conversation's memory built in memory, without a store: its turns embedded, its graph
+/// built, exactly as `ingest` writes them. For library users, benchmarks and tests.
+pub fn in_memory(conversation: &Conversation, embedder: &Embedder, config: &Config) -> Result<Memory> {
+    let turns: Vec<(u32, &Turn)> =
+        conversation.sessions.iter().flat_map(|s| s.turns.iter().map(move |t| (s.index, t))).collect();
+    let texts: Vec<_> = turns.iter().map(|(_, t)| (t.embedding_text(), t.timestamp)).collect();
+    let only_texts: Vec<&str> = texts.iter().map(|(t, _)| t.as_str()).collect();
+    let vectors = blocking(|| embedder.embed(&only_texts))?;
+    let episodes = turns
+        .iter()
+        .zip(vectors.chunks_exact(EMBEDDING_DIM))
+        .map(|((session, t), v)| Episode {
+            conversation: conversation.id.clone(),
+            session: *session,
+            turn_id: t.id.clone(),
+            position: t.position,
+            speaker: t.speaker.clone(),
+            text: t.text.clone(),
+            image_caption: t.image_caption.clone(),
+            timestamp: t.timestamp,
+            embedding: v.to_vec(),
+        })
+        .collect();
+    let graph = graph_of(&texts, embedder, &config.graph)?;
+    Memory::new(&conversation.id, episodes, graph, config.retrieve.clone())
 }
 
 async fn put_graph(txn: &mut WriteTxn, conversation: &str, graph: &Graph, turns: &[&Turn]) -> Result<()> {

@@ -331,7 +331,7 @@ impl Memory {
             let (text, v) = match *node {
                 NodeRef::Episode(e) => {
                     let ep = &episodes[e as usize];
-                    (format!("{}: {}", ep.speaker, ep.embedding_text()), ep.embedding.as_slice())
+                    (ep.indexed_text(), ep.embedding.as_slice())
                 }
                 NodeRef::Concept(c) => {
                     let c = &graph.concepts[c as usize];
@@ -434,6 +434,13 @@ impl Memory {
     /// Runs one query in one mode.
     pub fn retrieve(&self, query: &Query, mode: Mode) -> Retrieval {
         self.run(query, mode, None)
+    }
+
+    /// Runs many queries in one mode, in parallel over the queries; the same results as one
+    /// [`Memory::retrieve`] each.
+    pub fn retrieve_batch(&self, queries: &[Query], mode: Mode) -> Vec<Retrieval> {
+        use rayon::prelude::*;
+        queries.par_iter().map(|q| self.retrieve(q, mode)).collect()
     }
 
     /// Runs one query in a synapse mode and explains each returned episode's node.

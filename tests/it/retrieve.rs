@@ -187,3 +187,43 @@ fn locomo_eval_reports_every_mode_and_the_graph_helps() {
     let err = crate::common::fails(&store, &["eval", "locomo", file_arg, "--conversations", "conv-999"]);
     assert!(err.contains("no conversation 'conv-999'"), "{err}");
 }
+
+#[test]
+fn batches_equal_single_queries_and_runs_repeat_exactly() {
+    use myelin::config::Config;
+    use myelin::embed::Embedder;
+    use myelin::ingest::{load_demo, pipeline::in_memory};
+    use myelin::retrieve::{Mode, Query, bm25::Analyzer};
+
+    let config = Config::default();
+    let embedder = Embedder::load(&config.embed).expect("model (scripts/fetch-model.sh)");
+    let demo = load_demo().expect("demo").conversations.remove(0);
+    let memory = in_memory(&demo, &embedder, &config).expect("memory");
+    let mut analyzer = Analyzer::new().expect("analyzer");
+    let queries: Vec<Query> = demo
+        .questions
+        .iter()
+        .map(|q| Query::new(&mut analyzer, &q.text, embedder.embed_one(&q.text).expect("embed")).expect("query"))
+        .collect();
+    for mode in Mode::ALL {
+        let batch = memory.retrieve_batch(&queries, mode);
+        for (q, b) in queries.iter().zip(&batch) {
+            let one = memory.retrieve(q, mode);
+            assert_eq!(&one, b, "{mode}: {}", q.text);
+            assert_eq!(one, memory.retrieve(q, mode), "{mode}: not deterministic");
+            assert!(!one.hits.is_empty() && one.hits.len() <= config.retrieve.top_k);
+        }
+    }
+    // The store path gives the same memory: ingest the demo and compare one query.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    ok(&store, &["ingest", "datasets/demo.json"]);
+    let v = query(&store, &["--top-k", "5", &demo.questions[1].text]);
+    let r = memory.retrieve(&queries[1], Mode::Synapse);
+    let mut top5: Vec<String> =
+        r.hits.iter().take(5).map(|h| memory.episodes()[h.episode as usize].turn_id.clone()).collect();
+    top5.sort();
+    let mut from_store = turn_ids(&v);
+    from_store.sort();
+    assert_eq!(from_store, top5, "store and in-memory disagree");
+}
