@@ -545,7 +545,7 @@ impl Memory {
                         s
                     }
                     _ => {
-                        let max = base.bm25.iter().copied().fold(0.0f32, f32::max);
+                        let max = episode_only(&base.bm25).into_iter().fold(0.0f32, f32::max);
                         (0..n)
                             .map(|i| {
                                 let lexical = if max > 0.0 { base.bm25[i] / max } else { 0.0 };
