@@ -270,10 +270,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let started = Instant::now();
             let mut input = LoadedInput::default();
             input.add(myelin::ingest::load_demo()?, "<built-in demo>")?;
+            let ids: Vec<String> = input.conversations.iter().map(|(c, _)| c.id.clone()).collect();
             let summary = runtime.block_on(ingest(&store, input, &config, cli.quiet, started))?;
             print_ingest(&summary, false)?;
             runtime.block_on(stats(&store, false))?;
-            runtime.block_on(demo_queries(&store, &config))?;
+            runtime.block_on(demo_queries(&store, &config, &ids))?;
         }
         Command::Query { conversation, question, mode, tuning, json, explain } => {
             tuning.apply(&mut config)?;
@@ -594,16 +595,17 @@ fn shorten(text: &str, max: usize) -> String {
     format!("{cut}…")
 }
 
-/// Answers the demo's own questions with the default mode.
-async fn demo_queries(store_dir: &Path, config: &Config) -> anyhow::Result<()> {
+/// Answers the demo conversations' own questions with the default mode (other conversations
+/// of the store are left alone).
+async fn demo_queries(store_dir: &Path, config: &Config, conversations: &[String]) -> anyhow::Result<()> {
     let store = Store::open(store_dir).await?;
     let embedder = Embedder::load(&config.embed)?;
     let mut analyzer = Analyzer::new()?;
     let mut shown = Config { retrieve: config.retrieve.clone(), ..Config::default() };
     shown.retrieve.top_k = 3;
-    for c in store.conversations().await? {
-        let memory = load_memory(&store, &c.id, &shown).await?;
-        for q in store.questions(&c.id).await? {
+    for id in conversations {
+        let memory = load_memory(&store, id, &shown).await?;
+        for q in store.questions(id).await? {
             let query = Query::new(&mut analyzer, &q.text, embedder.embed_one(&q.text)?)?;
             let r = memory.retrieve(&query, Mode::Synapse);
             let turns: Vec<String> =
@@ -611,7 +613,7 @@ async fn demo_queries(store_dir: &Path, config: &Config) -> anyhow::Result<()> {
             let verdict = if r.rejected { "no confident memory".to_string() } else { turns.join(", ") };
             println!(
                 "{}: {} → {verdict} (confidence {:.3}; evidence {})",
-                c.id,
+                id,
                 q.text,
                 r.confidence,
                 if q.evidence.is_empty() { "none".to_string() } else { q.evidence.join(", ") }
