@@ -10,7 +10,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::graph::{EdgeKind, Graph};
+use crate::graph::{Edge, EdgeKind, Graph};
 
 /// The unit of time in which ρ is given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,6 +77,15 @@ impl Default for ActivationConfig {
 }
 
 impl ActivationConfig {
+    /// The weight an edge propagates with: `exp(−ρ·Δt)` for a temporal edge (Δt in
+    /// `time_unit`), its construction weight otherwise.
+    pub fn edge_weight(&self, e: &Edge) -> f32 {
+        match e.kind {
+            EdgeKind::Temporal => (-self.rho * e.hours / self.time_unit.hours()).exp(),
+            _ => e.weight,
+        }
+    }
+
     /// Rejects values the dynamics are undefined for.
     pub fn validate(&self) -> Result<()> {
         let finite =
@@ -113,16 +122,12 @@ impl Spreading {
     pub fn new(graph: &Graph, config: &ActivationConfig) -> Spreading {
         let n = graph.node_count();
         let fan = graph.out_degrees();
-        let unit = config.time_unit.hours();
         let mut ptr = vec![0u32; n + 1];
         let mut src = Vec::with_capacity(graph.edges.len());
         let mut coef = Vec::with_capacity(graph.edges.len());
         // Edges are sorted by (dst, src): each row's sources come out sorted.
         for e in &graph.edges {
-            let w = match e.kind {
-                EdgeKind::Temporal => (-config.rho * e.hours / unit).exp(),
-                _ => e.weight,
-            };
+            let w = config.edge_weight(e);
             let f = if config.fan_effect { fan[e.src as usize].max(1) as f32 } else { 1.0 };
             ptr[e.dst as usize + 1] += 1;
             src.push(e.src);

@@ -46,6 +46,11 @@ impl Conversation {
         self.sessions.iter().flat_map(|s| s.turns.iter())
     }
 
+    /// All turns with their session number, in conversation order.
+    pub fn session_turns(&self) -> impl Iterator<Item = (u32, &Turn)> {
+        self.sessions.iter().flat_map(|s| s.turns.iter().map(move |t| (s.index, t)))
+    }
+
     /// Number of turns over all sessions.
     pub fn turn_count(&self) -> usize {
         self.sessions.iter().map(|s| s.turns.len()).sum()

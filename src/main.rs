@@ -697,6 +697,12 @@ fn report_groups(report: &Report) -> Vec<String> {
     groups
 }
 
+/// A group's name with its question count (the same in every mode).
+fn group_title(report: &Report, group: &str) -> String {
+    let n = report.modes.values().next().and_then(|m| m.groups.get(group)).map_or(0, |x| x.n);
+    format!("{group} (n={n})")
+}
+
 fn print_report(report: &Report) {
     let pct = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{:.1}", 100.0 * v));
     println!(
@@ -759,8 +765,7 @@ fn print_report(report: &Report) {
     t.load_preset(UTF8_FULL_CONDENSED);
     let mut header = vec!["recall@10 (%)".to_string()];
     for g in &groups {
-        let n = report.modes.values().next().and_then(|m| m.groups.get(g)).map_or(0, |x| x.n);
-        header.push(format!("{g} (n={n})"));
+        header.push(group_title(report, g));
     }
     t.set_header(header);
     for name in &report.mode_order {
@@ -776,7 +781,6 @@ fn plot_report(report: &Report) -> Result<String, String> {
     let panels: Vec<Panel> = report_groups(report)
         .iter()
         .map(|g| {
-            let n = report.modes.values().next().and_then(|m| m.groups.get(g)).map_or(0, |x| x.n);
             let curves = report
                 .mode_order
                 .iter()
@@ -786,7 +790,7 @@ fn plot_report(report: &Report) -> Result<String, String> {
                     Some(Curve { mode: name.clone(), points })
                 })
                 .collect();
-            Panel { title: format!("{g} (n={n})"), curves }
+            Panel { title: group_title(report, g), curves }
         })
         .collect();
     recall_svg(&format!("{}: evidence recall@k by mode", report.dataset), &panels)

@@ -38,7 +38,7 @@ use serde::{Deserialize, Serialize};
 use crate::conversation::{Conversation, Question, Turn};
 use crate::embed::EMBEDDING_DIM;
 use crate::error::{Error, Result};
-use crate::graph::{Concept, Edge, EdgeKind, Graph, NodeRef};
+use crate::graph::{Concept, ConceptKind, Edge, EdgeKind, Graph, NodeRef};
 
 /// Environment variable naming the default store directory.
 pub const STORE_ENV: &str = "MYELIN_STORE";
@@ -383,16 +383,11 @@ impl Store {
         self.require_conversation(conversation).await?;
         let mut out = Vec::new();
         for batch in self.scan(Table::Episodes, Some(conversation)).await? {
-            let emb: &FixedSizeListArray = col(&batch, "embedding", "a fixed-size list")?;
-            let values = emb
-                .values()
-                .as_any()
-                .downcast_ref::<Float32Array>()
-                .ok_or_else(|| self.schema_error("episodes.embedding values"))?;
+            let emb = self.embedding_col(&batch, Table::Episodes)?;
             let caption = str_col(&batch, "image_caption")?;
             let ts = ts_col(&batch, "timestamp")?;
             for r in 0..batch.num_rows() {
-                let start = emb.value_offset(r) as usize;
+                let embedding = emb.row(r).ok_or_else(|| self.schema_error("episodes.embedding (null)"))?;
                 out.push(Episode {
                     conversation: str_col(&batch, "conversation")?.value(r).to_string(),
                     session: u32_col(&batch, "session")?.value(r),
@@ -402,7 +397,7 @@ impl Store {
                     text: str_col(&batch, "text")?.value(r).to_string(),
                     image_caption: (!caption.is_null(r)).then(|| caption.value(r).to_string()),
                     timestamp: (!ts.is_null(r)).then(|| DateTime::from_timestamp_micros(ts.value(r))).flatten(),
-                    embedding: values.values()[start..start + EMBEDDING_DIM].to_vec(),
+                    embedding: embedding.to_vec(),
                 });
             }
         }
@@ -439,12 +434,7 @@ impl Store {
         self.require_conversation(conversation).await?;
         let mut rows: Vec<(u32, NodeRef, Option<Concept>, f32)> = Vec::new();
         for batch in self.scan(Table::Nodes, Some(conversation)).await? {
-            let emb: &FixedSizeListArray = col(&batch, "embedding", "a fixed-size list")?;
-            let values = emb
-                .values()
-                .as_any()
-                .downcast_ref::<Float32Array>()
-                .ok_or_else(|| self.schema_error("nodes.embedding values"))?;
+            let emb = self.embedding_col(&batch, Table::Nodes)?;
             let (node, index, mentions) =
                 (u32_col(&batch, "node")?, u32_col(&batch, "index")?, u32_col(&batch, "mentions")?);
             let (kind, key, label) = (str_col(&batch, "kind")?, str_col(&batch, "key")?, str_col(&batch, "label")?);
@@ -453,18 +443,16 @@ impl Store {
                 let (node_ref, concept) = if kind.value(r) == "episode" {
                     (NodeRef::Episode(index.value(r)), None)
                 } else {
-                    let concept_kind = serde_json::from_value(serde_json::Value::String(kind.value(r).into()))
-                        .map_err(|_| self.schema_error(&format!("nodes.kind value '{}'", kind.value(r))))?;
-                    if emb.is_null(r) {
-                        return Err(self.schema_error("nodes.embedding (null for a concept)"));
-                    }
-                    let start = emb.value_offset(r) as usize;
+                    let concept_kind = ConceptKind::parse(kind.value(r))
+                        .ok_or_else(|| self.schema_error(&format!("nodes.kind value '{}'", kind.value(r))))?;
+                    let embedding =
+                        emb.row(r).ok_or_else(|| self.schema_error("nodes.embedding (null for a concept)"))?;
                     let concept = Concept {
                         key: key.value(r).to_string(),
                         label: label.value(r).to_string(),
                         kind: concept_kind,
                         mentions: mentions.value(r),
-                        embedding: values.values()[start..start + EMBEDDING_DIM].to_vec(),
+                        embedding: embedding.to_vec(),
                     };
                     (NodeRef::Concept(index.value(r)), Some(concept))
                 };
@@ -531,6 +519,17 @@ impl Store {
             scanner.filter(&eq_filter("conversation", c))?;
         }
         Ok(scanner.try_into_stream().await?.try_collect().await?)
+    }
+
+    /// The `embedding` column of a batch of `table`.
+    fn embedding_col<'a>(&self, batch: &'a RecordBatch, table: Table) -> Result<EmbeddingCol<'a>> {
+        let list: &FixedSizeListArray = col(batch, "embedding", "a fixed-size list")?;
+        let values = list
+            .values()
+            .as_any()
+            .downcast_ref::<Float32Array>()
+            .ok_or_else(|| self.schema_error(&format!("{}.embedding values", table.name())))?;
+        Ok(EmbeddingCol { list, values: values.values() })
     }
 
     fn schema_error(&self, what: &str) -> Error {
@@ -620,6 +619,28 @@ fn col<'a, T: Array + 'static>(batch: &'a RecordBatch, name: &str, kind: &str) -
         .column_by_name(name)
         .and_then(|c| c.as_any().downcast_ref::<T>())
         .ok_or_else(|| Error::InvalidArgument(format!("column {name} is missing or not {kind}")))
+}
+
+/// A column of `EMBEDDING_DIM`-float vectors.
+struct EmbeddingCol<'a> {
+    list: &'a FixedSizeListArray,
+    values: &'a [f32],
+}
+
+impl<'a> EmbeddingCol<'a> {
+    /// Row `r`'s vector, `None` for a null row.
+    fn row(&self, r: usize) -> Option<&'a [f32]> {
+        let start = self.list.value_offset(r) as usize;
+        (!self.list.is_null(r)).then(|| &self.values[start..start + EMBEDDING_DIM])
+    }
+}
+
+/// Rows of `EMBEDDING_DIM` floats as the schema's embedding column; `valid` marks the non-null
+/// rows (all when `None`).
+fn embedding_array(values: Vec<f32>, valid: Option<Vec<bool>>) -> Result<FixedSizeListArray> {
+    let item = Arc::new(Field::new("item", DataType::Float32, true));
+    let values = Arc::new(Float32Array::from(values));
+    Ok(FixedSizeListArray::try_new(item, EMBEDDING_DIM as i32, values, valid.map(Into::into))?)
 }
 
 fn str_col<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a StringArray> {
@@ -735,9 +756,7 @@ impl WriteTxn {
             )));
         }
         let n = turns.len();
-        let values = Float32Array::from(embeddings.to_vec());
-        let item = Arc::new(Field::new("item", DataType::Float32, true));
-        let emb = FixedSizeListArray::try_new(item, EMBEDDING_DIM as i32, Arc::new(values), None)?;
+        let emb = embedding_array(embeddings.to_vec(), None)?;
         let columns: Vec<ArrayRef> = vec![
             Arc::new(StringArray::from(vec![conversation; n])),
             Arc::new(UInt32Array::from(session_of.to_vec())),
@@ -833,7 +852,7 @@ impl WriteTxn {
         for node in &graph.nodes {
             match *node {
                 NodeRef::Episode(e) => {
-                    kind.push("episode".to_string());
+                    kind.push("episode");
                     index.push(e);
                     key.push(turn_ids[e as usize]);
                     label.push("");
@@ -843,8 +862,7 @@ impl WriteTxn {
                 }
                 NodeRef::Concept(c) => {
                     let concept = &graph.concepts[c as usize];
-                    let name = serde_json::to_value(concept.kind).ok().and_then(|v| v.as_str().map(String::from));
-                    kind.push(name.unwrap_or_default());
+                    kind.push(concept.kind.as_str());
                     index.push(c);
                     key.push(concept.key.as_str());
                     label.push(concept.label.as_str());
@@ -854,13 +872,7 @@ impl WriteTxn {
                 }
             }
         }
-        let item = Arc::new(Field::new("item", DataType::Float32, true));
-        let emb = FixedSizeListArray::try_new(
-            item,
-            EMBEDDING_DIM as i32,
-            Arc::new(Float32Array::from(values)),
-            Some(valid.into()),
-        )?;
+        let emb = embedding_array(values, Some(valid))?;
         let columns: Vec<ArrayRef> = vec![
             Arc::new(StringArray::from(vec![conversation; n])),
             Arc::new(UInt32Array::from_iter_values(0..n as u32)),

@@ -163,7 +163,6 @@ pub fn group_name(dataset: &str, category: &str) -> String {
 struct Outcome {
     ranked: Vec<u32>,
     confidence: f64,
-    gated: bool,
     millis: f64,
     tokens: usize,
 }
@@ -193,18 +192,17 @@ pub async fn evaluate(
     let mut items: Vec<Item> = Vec::new();
     let mut embed_ms: Vec<f64> = Vec::new();
     let mut analyzer = Analyzer::new()?;
-    let mut total = 0;
+    let mut all_questions = Vec::with_capacity(conversations.len());
     for id in conversations {
-        total += store.questions(id).await?.len();
+        all_questions.push(store.questions(id).await?);
     }
-    progress.set_length(total as u64);
-    for id in conversations {
+    progress.set_length(all_questions.iter().map(Vec::len).sum::<usize>() as u64);
+    for (id, questions) in conversations.iter().zip(all_questions) {
         progress.set_message(id.clone());
         let episodes = store.episodes(id).await?;
         let graph = store.graph(id).await?.ok_or_else(|| {
             Error::InvalidArgument(format!("conversation '{id}' has no graph; ingest it again or run `myelin eval`"))
         })?;
-        let questions = store.questions(id).await?;
         let position: HashMap<&str, u32> =
             episodes.iter().enumerate().map(|(i, e)| (e.turn_id.as_str(), i as u32)).collect();
         let golds: Vec<Vec<u32>> = questions
@@ -227,13 +225,7 @@ pub async fn evaluate(
                 let millis = t0.elapsed().as_secs_f64() * 1e3;
                 let ranked: Vec<u32> = r.hits.iter().map(|h| h.episode).collect();
                 let tokens = ranked.iter().map(|&e| tokens[e as usize]).sum();
-                outcomes.push(Outcome {
-                    ranked,
-                    confidence: r.confidence as f64,
-                    gated: mode.is_synapse(),
-                    millis,
-                    tokens,
-                });
+                outcomes.push(Outcome { ranked, confidence: r.confidence as f64, millis, tokens });
             }
             items.push(Item {
                 group: group_name(dataset, &q.category),
@@ -251,7 +243,7 @@ pub async fn evaluate(
     for (m, &mode) in options.modes.iter().enumerate() {
         let threshold = if options.calibrate {
             calibrate(&calibration, m, options.max_false_refusal)
-        } else if reported.first().is_some_and(|i| i.outcomes[m].gated) {
+        } else if mode.is_synapse() && !reported.is_empty() {
             Some(config.gate_threshold as f64)
         } else {
             None
@@ -412,7 +404,7 @@ mod tests {
             adversarial,
             gold,
             calibration: false,
-            outcomes: vec![Outcome { ranked, confidence, gated: true, millis: 1.0, tokens: 10 }],
+            outcomes: vec![Outcome { ranked, confidence, millis: 1.0, tokens: 10 }],
         }
     }
 

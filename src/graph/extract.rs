@@ -77,6 +77,25 @@ pub enum ConceptKind {
     Date,
 }
 
+impl ConceptKind {
+    /// Name as stored and serialised.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConceptKind::Name => "name",
+            ConceptKind::Phrase => "phrase",
+            ConceptKind::Term => "term",
+            ConceptKind::Date => "date",
+        }
+    }
+
+    /// Parses [`ConceptKind::as_str`].
+    pub fn parse(s: &str) -> Option<ConceptKind> {
+        [ConceptKind::Name, ConceptKind::Phrase, ConceptKind::Term, ConceptKind::Date]
+            .into_iter()
+            .find(|k| k.as_str() == s)
+    }
+}
+
 /// A concept found in a window.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Concept {

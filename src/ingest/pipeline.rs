@@ -151,8 +151,7 @@ pub async fn ingest_loaded(
             txn.remove_conversation(&conversation.id).await?;
             replaced += 1;
         }
-        let rows: Vec<(u32, &Turn)> =
-            conversation.sessions.iter().flat_map(|s| s.turns.iter().map(move |t| (s.index, t))).collect();
+        let rows: Vec<(u32, &Turn)> = conversation.session_turns().collect();
         for chunk in rows.chunks(options.chunk_turns) {
             let texts: Vec<String> = chunk.iter().map(|(_, t)| t.embedding_text()).collect();
             let t0 = Instant::now();
@@ -210,8 +209,7 @@ pub fn graph_of(
 /// A conversation's memory built in memory, without a store: its turns embedded, its graph
 /// built, exactly as `ingest` writes them. For library users, benchmarks and tests.
 pub fn in_memory(conversation: &Conversation, embedder: &Embedder, config: &Config) -> Result<Memory> {
-    let turns: Vec<(u32, &Turn)> =
-        conversation.sessions.iter().flat_map(|s| s.turns.iter().map(move |t| (s.index, t))).collect();
+    let turns: Vec<(u32, &Turn)> = conversation.session_turns().collect();
     let texts: Vec<_> = turns.iter().map(|(_, t)| (t.embedding_text(), t.timestamp)).collect();
     let only_texts: Vec<&str> = texts.iter().map(|(t, _)| t.as_str()).collect();
     let vectors = blocking(|| embedder.embed(&only_texts))?;

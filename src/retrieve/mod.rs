@@ -299,7 +299,6 @@ pub struct Memory {
     /// Node embeddings, `node_count × EMBEDDING_DIM`.
     embeddings: Vec<f32>,
     bm25: Bm25Index,
-    episode_node: Vec<u32>,
     /// Per concept node: its episodes (abstraction out-edges).
     concept_episodes: Vec<Vec<u32>>,
     spreading: Spreading,
@@ -357,15 +356,8 @@ impl Memory {
         }
         let spreading = Spreading::new(&graph, &config.activation_for(Mode::Synapse));
         let spreading_no_fan = Spreading::new(&graph, &config.activation_for(Mode::NoFan));
-        let unit = config.activation.time_unit.hours();
-        let rho = config.activation.rho;
-        let transition = Transition::new(
-            n,
-            graph.edges.iter().map(|e| {
-                let w = if e.kind == EdgeKind::Temporal { (-rho * e.hours / unit).exp() } else { e.weight };
-                (e.src, e.dst, w)
-            }),
-        );
+        let transition =
+            Transition::new(n, graph.edges.iter().map(|e| (e.src, e.dst, config.activation.edge_weight(e))));
         let mut speakers: Vec<String> =
             episodes.iter().map(|e| first_name(&e.speaker)).filter(|s| !s.is_empty()).collect();
         speakers.sort();
@@ -373,7 +365,6 @@ impl Memory {
         Ok(Memory {
             speakers,
             conversation: conversation.to_string(),
-            episode_node: graph.episode_nodes(),
             episodes,
             no_graph: Spreading::empty(n),
             graph,
@@ -433,7 +424,7 @@ impl Memory {
 
     /// Runs one query in one mode.
     pub fn retrieve(&self, query: &Query, mode: Mode) -> Retrieval {
-        self.run(query, mode, None)
+        self.run(query, &self.base(query), mode, None)
     }
 
     /// Runs many queries in one mode, in parallel over the queries; the same results as one
@@ -446,11 +437,11 @@ impl Memory {
     /// Runs one query in a synapse mode and explains each returned episode's node.
     pub fn explain(&self, query: &Query, mode: Mode) -> (Retrieval, Vec<Explanation>) {
         let mut trace = Trace::default();
-        let r = self.run(query, mode, Some(&mut trace));
+        let base = self.base(query);
+        let r = self.run(query, &base, mode, Some(&mut trace));
         if !mode.is_synapse() {
             return (r, Vec::new());
         }
-        let base = self.base(query);
         let dense_rank = rank_order(&base.dense);
         let bm25_rank = rank_order(&base.bm25);
         let k = self.config.anchor_k;
@@ -512,8 +503,7 @@ impl Memory {
         anchors
     }
 
-    fn run(&self, query: &Query, mode: Mode, trace: Option<&mut Trace>) -> Retrieval {
-        let base = self.base(query);
+    fn run(&self, query: &Query, base: &Base, mode: Mode, trace: Option<&mut Trace>) -> Retrieval {
         let n = self.graph.node_count();
         let episode_only = |scores: &[f32]| -> Vec<f32> {
             (0..n)
@@ -554,7 +544,6 @@ impl Memory {
                             .collect()
                     }
                 };
-                let scores = episode_only(&scores);
                 let order = rank_order(&scores);
                 let hits: Vec<Hit> = order
                     .iter()
@@ -570,7 +559,7 @@ impl Memory {
                 self.gate(query, Retrieval { mode, hits, confidence, rejected: false, anchors: Vec::new() })
             }
             Mode::Ppr => {
-                let anchors = self.anchors(&base);
+                let anchors = self.anchors(base);
                 let mut teleport = vec![0.0f64; n];
                 for &a in &anchors {
                     teleport[a as usize] = (self.config.alpha * base.sim[a as usize]).max(0.0) as f64 + 1e-6;
@@ -584,7 +573,7 @@ impl Memory {
                 self.gate(query, Retrieval { mode, hits, confidence, rejected: false, anchors })
             }
             _ => {
-                let anchors = self.anchors(&base);
+                let anchors = self.anchors(base);
                 let mut a0 = vec![0.0f32; n];
                 for &a in &anchors {
                     a0[a as usize] = (self.config.alpha * base.sim[a as usize]).max(0.0);
@@ -676,11 +665,6 @@ impl Memory {
             }
         }
         hits
-    }
-
-    /// The episode node of episode index `e`.
-    pub fn episode_node(&self, e: u32) -> u32 {
-        self.episode_node[e as usize]
     }
 }
 
