@@ -24,6 +24,8 @@ pub struct Config {
     pub graph: crate::graph::GraphConfig,
     /// Answering queries.
     pub retrieve: crate::retrieve::RetrieveConfig,
+    /// Where retrieval runs.
+    pub gpu: crate::gpu::GpuConfig,
 }
 
 /// Settings of `myelin ingest`.

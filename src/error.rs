@@ -59,6 +59,9 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// The GPU backend failed: no adapter, a device error, a limit exceeded.
+    #[error("gpu: {0}")]
+    Gpu(String),
     /// A caller passed an invalid argument (unknown conversation id, empty query, …).
     #[error("{0}")]
     InvalidArgument(String),

@@ -6,11 +6,13 @@
 #![warn(missing_docs)]
 
 pub mod activation;
+pub mod bench;
 pub mod config;
 pub mod conversation;
 pub mod embed;
 pub mod error;
 pub mod eval;
+pub mod gpu;
 pub mod graph;
 pub mod ingest;
 pub mod retrieve;

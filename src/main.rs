@@ -16,8 +16,10 @@ use myelin::conversation::SourceFormat;
 use myelin::embed::Embedder;
 use myelin::eval::plot::{Curve, Panel, recall_svg};
 use myelin::eval::{EvalOptions, Report, evaluate};
+use myelin::gpu::Backend;
 use myelin::ingest::pipeline::{IngestSummary, LoadedInput, build_missing_graphs, ingest_loaded};
 use myelin::retrieve::bm25::Analyzer;
+use myelin::retrieve::engine::Engine;
 use myelin::retrieve::{Memory, Mode, Query};
 use myelin::store::{Store, resolve_store_dir};
 
@@ -109,6 +111,45 @@ enum Command {
         #[arg(long)]
         plot: Option<PathBuf>,
     },
+    /// Time the ranking step on the CPU and the GPU: synthetic graphs of growing size and the
+    /// real graphs of stores, batches of queries; parity, bandwidth, round-trip floor.
+    Bench {
+        /// Synthetic graph sizes in nodes (comma-separated).
+        #[arg(long, value_delimiter = ',', default_values_t = vec![1000, 3000, 10000, 30000, 100000, 300000])]
+        nodes: Vec<usize>,
+        /// Queries per batch (comma-separated).
+        #[arg(long, value_delimiter = ',', default_values_t = vec![1, 16, 256, 1024])]
+        batches: Vec<usize>,
+        /// Stores whose conversations (with their questions) are benchmarked as one workload
+        /// each, every graph resident at once.
+        #[arg(long)]
+        real: Vec<PathBuf>,
+        /// Question embeddings of the real workloads: read from this JSON file when it has
+        /// them, else embedded with the model and written to it.
+        #[arg(long)]
+        query_cache: Option<PathBuf>,
+        /// Timed repetitions; the median counts.
+        #[arg(long, default_value_t = 3)]
+        repeat: usize,
+        /// Most queries of a batch the CPU times (its time per query does not change with more).
+        #[arg(long, default_value_t = 64)]
+        cpu_queries: usize,
+        /// Batch size of the per-kernel bandwidth table (0: none).
+        #[arg(long, default_value_t = 256)]
+        kernel_batch: usize,
+        /// Empty GPU round trips timed for the floor.
+        #[arg(long, default_value_t = 200)]
+        round_trips: usize,
+        /// Run the kernel parity suite (every kernel against the CPU on random inputs) first.
+        #[arg(long)]
+        parity: bool,
+        /// cpu: no GPU columns; gpu: an error without an adapter; auto: the GPU when there is one.
+        #[arg(long, value_enum, default_value = "auto")]
+        backend: Backend,
+        /// Write raw.csv, kernels.csv, summary.txt, report.json and time-per-query.svg here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Time the embedder on a file of sentences (one per line).
     EmbedBench {
         /// Sentences, one per line.
@@ -195,6 +236,12 @@ struct RetrieveFlags {
     /// [retrieve.concepts_in_results, default true].
     #[arg(long)]
     concepts_in_results: Option<bool>,
+    /// Where retrieval runs: auto, cpu or gpu [gpu.backend, default auto].
+    #[arg(long, value_enum)]
+    backend: Option<Backend>,
+    /// Smallest largest-graph size at which auto takes the GPU [gpu.min_nodes, default 20000].
+    #[arg(long)]
+    gpu_min_nodes: Option<usize>,
 }
 
 impl RetrieveFlags {
@@ -208,6 +255,14 @@ impl RetrieveFlags {
              concepts_in_results => r.concepts_in_results, speaker_check => r.speaker_check, steps => a.steps, spreading => a.spreading,
              decay => a.decay, top_m => a.inhibition_top_m, beta => a.inhibition_beta, gamma => a.sigmoid_gamma,
              theta => a.sigmoid_theta, rho => a.rho);
+        if let Some(b) = self.backend {
+            config.gpu.backend = b;
+        }
+        if let Some(n) = self.gpu_min_nodes {
+            config.gpu.min_nodes = n;
+        }
+        let r = &mut config.retrieve;
+        let a = &mut r.activation;
         if let Some(unit) = &self.time_unit {
             a.time_unit = serde_json::from_value(serde_json::Value::String(unit.clone()))
                 .map_err(|_| anyhow::anyhow!("--time-unit {unit}: expected hour or day"))?;
@@ -291,6 +346,34 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let options = EvalOptions { modes, calibrate, max_false_refusal };
             let args = EvalArgs { dataset, path, conversations, json, plot };
             runtime.block_on(eval(&store, &config, args, &options, cli.quiet))?;
+        }
+        Command::Bench {
+            nodes,
+            batches,
+            real,
+            query_cache,
+            repeat,
+            cpu_queries,
+            kernel_batch,
+            round_trips,
+            parity,
+            backend,
+            out,
+        } => {
+            let args = BenchArgs {
+                nodes,
+                batches,
+                real,
+                query_cache,
+                repeat: repeat.max(1),
+                cpu_queries: cpu_queries.max(1),
+                kernel_batch,
+                round_trips,
+                parity,
+                backend,
+                out,
+            };
+            runtime.block_on(bench(&config, args, cli.quiet))?;
         }
         Command::EmbedBench { sentences, batch_size, repeat, json } => {
             if let Some(b) = batch_size {
@@ -486,9 +569,12 @@ async fn query(
     let embedding = embedder.embed_one(question)?;
     let embed_ms = t0.elapsed().as_secs_f64() * 1e3;
     let query = Query::new(&mut Analyzer::new()?, question, embedding)?;
+    // --explain traces every step of the dynamics, which only the CPU engine records.
+    let engine = if explain { Engine::on_cpu(vec![memory]) } else { Engine::new(vec![memory], &config.gpu)? };
+    let memory = &engine.memories()[0];
     let t0 = Instant::now();
     let (result, explanations) =
-        if explain { memory.explain(&query, mode) } else { (memory.retrieve(&query, mode), Vec::new()) };
+        if explain { memory.explain(&query, mode) } else { (engine.retrieve(0, &query, mode)?, Vec::new()) };
     let retrieve_ms = t0.elapsed().as_secs_f64() * 1e3;
     let threshold = mode.is_synapse().then_some(config.retrieve.gate_threshold);
     let ranks: std::collections::HashMap<u32, usize> =
@@ -523,11 +609,13 @@ async fn query(
             "episodes": if result.rejected { Vec::new() } else { hits },
             "anchors": result.anchors.iter().map(|&n| memory.node_name(n)).collect::<Vec<_>>(),
             "explain": explain, "query_embedding_ms": embed_ms, "retrieval_ms": retrieve_ms,
+            "backend": engine.choice(),
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
     println!("{mode} · {conversation} · {question}");
+    println!("{}", engine.choice());
     let gate = match threshold {
         Some(t) => format!("confidence {:.3} (τ_gate {t})", result.confidence),
         None => format!("top score {:.3} (no gate in this mode)", result.confidence),
@@ -674,7 +762,9 @@ async fn eval(
     }
     let store = Store::open(store_dir).await?;
     let progress = progress_bar(quiet, "questions")?;
-    let report = evaluate(&store, &args.dataset, &ids, &embedder, &config.retrieve, options, &progress).await?;
+    let report =
+        evaluate(&store, &args.dataset, &ids, &embedder, &config.retrieve, &config.gpu, options, &progress).await?;
+    eprintln!("{}", report.backend);
     print_report(&report);
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&report)?)
@@ -794,4 +884,391 @@ fn plot_report(report: &Report) -> Result<String, String> {
         })
         .collect();
     recall_svg(&format!("{}: evidence recall@k by mode", report.dataset), &panels)
+}
+
+struct BenchArgs {
+    nodes: Vec<usize>,
+    batches: Vec<usize>,
+    real: Vec<PathBuf>,
+    query_cache: Option<PathBuf>,
+    repeat: usize,
+    cpu_queries: usize,
+    kernel_batch: usize,
+    round_trips: usize,
+    parity: bool,
+    backend: Backend,
+    out: Option<PathBuf>,
+}
+
+/// Question embeddings keyed by "conversation\u{1f}question".
+#[derive(serde::Serialize, serde::Deserialize, Default)]
+struct QueryCache {
+    model: String,
+    queries: std::collections::BTreeMap<String, Vec<f32>>,
+}
+
+/// The conversations of a store, every question embedded (from the cache when it has them).
+async fn real_workload(
+    dir: &Path,
+    config: &Config,
+    cache: &mut QueryCache,
+    embedder: &mut Option<Embedder>,
+) -> anyhow::Result<myelin::bench::Workload> {
+    let store = Store::open(dir).await?;
+    let mut memories = Vec::new();
+    let mut queries = Vec::new();
+    let mut analyzer = Analyzer::new()?;
+    for c in store.conversations().await? {
+        let Some(graph) = store.graph(&c.id).await? else { continue };
+        let m = memories.len();
+        memories.push(Memory::new(&c.id, store.episodes(&c.id).await?, graph, config.retrieve.clone())?);
+        for q in store.questions(&c.id).await? {
+            let key = format!("{}\u{1f}{}", c.id, q.text);
+            let embedding = match cache.queries.get(&key) {
+                Some(v) => v.clone(),
+                None => {
+                    if embedder.is_none() {
+                        *embedder = Some(Embedder::load(&config.embed).context(
+                            "the query cache lacks questions of this store and the model is not there to embed them",
+                        )?);
+                    }
+                    let v = embedder.as_ref().map(|e| e.embed_one(&q.text)).transpose()?.unwrap_or_default();
+                    cache.queries.insert(key, v.clone());
+                    v
+                }
+            };
+            queries.push((m, Query::new(&mut analyzer, &q.text, embedding)?));
+        }
+    }
+    anyhow::ensure!(!memories.is_empty(), "{}: no conversation with a memory graph", dir.display());
+    let name =
+        format!("{} ({} graphs)", dir.file_name().map_or("store".into(), |n| n.to_string_lossy()), memories.len());
+    Ok(myelin::bench::Workload { name, memories, queries })
+}
+
+/// What the machine is, for the results folder.
+fn machine_description(adapter: Option<&myelin::gpu::AdapterDescription>) -> serde_json::Value {
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let cpuinfo = read("/proc/cpuinfo");
+    let cpu = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name").map(|v| v.trim_start_matches([' ', '\t', ':']).to_string()));
+    let mem_kib: Option<u64> = read("/proc/meminfo")
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:").and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok()));
+    serde_json::json!({
+        "cpu": cpu,
+        "logical_cores": std::thread::available_parallelism().map(|n| n.get()).ok(),
+        "memory_gib": mem_kib.map(|k| k as f64 / 1048576.0),
+        "os": read("/proc/version").trim(),
+        "gpu": adapter,
+        "myelin": env!("CARGO_PKG_VERSION"),
+    })
+}
+
+async fn bench(config: &Config, args: BenchArgs, quiet: bool) -> anyhow::Result<()> {
+    use myelin::bench::{self, KernelRow, Row, Settings};
+    use myelin::gpu::kernels::{GpuKernels, parity_suite};
+
+    let gpu = match args.backend {
+        Backend::Cpu => None,
+        Backend::Gpu => Some(myelin::gpu::Gpu::new().context("--backend gpu")?),
+        Backend::Auto => match myelin::gpu::Gpu::new() {
+            Ok(g) => Some(g),
+            Err(e) => {
+                eprintln!("no GPU: {e}; timing the CPU only");
+                None
+            }
+        },
+    };
+    let adapter = gpu.as_ref().map(|g| g.adapter().clone());
+    let machine = machine_description(adapter.as_ref());
+    println!("machine: {}", serde_json::to_string(&machine)?);
+    let mut floor = serde_json::Value::Null;
+    let mut copy_gb_s = None;
+    let mut parity = Vec::new();
+    if let Some(g) = &gpu {
+        let samples = g.round_trip_us(args.round_trips.max(1))?;
+        let (p50, p99) = bench::percentiles(&samples);
+        println!(
+            "GPU round trip (empty submit + wait + 4-byte readback), {} samples: p50 {p50:.1} µs, p99 {p99:.1} µs",
+            samples.len()
+        );
+        floor = serde_json::json!({"samples": samples.len(), "p50_us": p50, "p99_us": p99});
+        let bw = bench::copy_bandwidth(g, 1024)?;
+        println!("device copy bandwidth (read + write): {bw:.1} GB/s");
+        copy_gb_s = Some(bw);
+        if args.parity {
+            parity = parity_suite(&GpuKernels::new(g.clone()), 17)?;
+            let failed: Vec<_> = parity.iter().filter(|c| !c.passed).collect();
+            let worst = parity.iter().map(|c| c.max_rel_err).fold(0.0, f64::max);
+            println!(
+                "kernel parity: {} of {} checks pass, largest relative error {worst:.2e}",
+                parity.len() - failed.len(),
+                parity.len()
+            );
+            for c in &failed {
+                println!("  FAILED {c:?}");
+            }
+        }
+    }
+    let settings = Settings {
+        batches: args.batches.clone(),
+        repeat: args.repeat,
+        cpu_queries: args.cpu_queries,
+        mode: Mode::Synapse,
+    };
+    let max_batch = args.batches.iter().copied().max().unwrap_or(1).max(args.kernel_batch);
+    let mut rows: Vec<Row> = Vec::new();
+    let mut kernel_rows: Vec<KernelRow> = Vec::new();
+    let mut cache: QueryCache = match &args.query_cache {
+        Some(p) if p.exists() => {
+            serde_json::from_slice(&std::fs::read(p).with_context(|| format!("reading {}", p.display()))?)
+                .with_context(|| format!("{}: not a query cache", p.display()))?
+        }
+        _ => QueryCache { model: "all-MiniLM-L6-v2".into(), ..QueryCache::default() },
+    };
+    let mut embedder = None;
+    let mut workloads: Vec<Box<dyn FnOnce() -> anyhow::Result<bench::Workload>>> = Vec::new();
+    for &n in &args.nodes {
+        let r = config.retrieve.clone();
+        workloads.push(Box::new(move || Ok(bench::synthetic(n, max_batch, 7, &r)?)));
+    }
+    let mut real = Vec::new();
+    for dir in &args.real {
+        real.push(real_workload(dir, config, &mut cache, &mut embedder).await?);
+    }
+    if let Some(p) = &args.query_cache
+        && embedder.is_some()
+    {
+        std::fs::write(p, serde_json::to_vec(&cache)?).with_context(|| format!("writing {}", p.display()))?;
+    }
+    for w in real {
+        workloads.push(Box::new(move || Ok(w)));
+    }
+    let progress = progress_bar(quiet, "workloads")?;
+    progress.set_length(workloads.len() as u64);
+    for make in workloads {
+        let t0 = Instant::now();
+        let w = make()?;
+        progress.set_message(w.name.clone());
+        let build_s = t0.elapsed().as_secs_f64();
+        let got = bench::run(&w, gpu.as_ref(), &settings)?;
+        if let (Some(g), true) = (&gpu, args.kernel_batch > 0) {
+            kernel_rows.extend(bench::kernels(&w, g, args.kernel_batch, 5, copy_gb_s)?);
+        }
+        progress.println(format!("{}: built in {build_s:.1} s, {} nodes, {} edges", w.name, w.nodes(), w.edges()));
+        rows.extend(got);
+        progress.inc(1);
+    }
+    progress.finish_and_clear();
+
+    let opt = |x: Option<f64>, digits: usize| x.map_or("-".to_string(), |v| format!("{v:.digits$}"));
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(vec![
+        "graph",
+        "nodes",
+        "edges",
+        "batch",
+        "cpu ms/q",
+        "gpu ms/q",
+        "gpu device ms/q",
+        "gpu/cpu speed-up",
+        "gpu q/s",
+        "identical",
+        "cpu-completed",
+    ]);
+    for r in &rows {
+        t.add_row(vec![
+            r.graph.clone(),
+            r.nodes.to_string(),
+            r.edges.to_string(),
+            r.batch.to_string(),
+            format!("{:.4}", r.cpu_ms),
+            opt(r.gpu_ms, 4),
+            opt(r.gpu_device_ms, 4),
+            opt(r.speedup, 2),
+            opt(r.gpu_qps, 0),
+            r.identical.map_or("-".to_string(), |i| format!("{i}/{}", r.compared)),
+            r.completed_on_cpu.to_string(),
+        ]);
+    }
+    let mut k = Table::new();
+    k.load_preset(UTF8_FULL_CONDENSED);
+    k.set_header(vec!["graph", "nodes", "batch", "stage", "µs", "MB moved", "GB/s", "of copy bandwidth"]);
+    for r in &kernel_rows {
+        k.add_row(vec![
+            r.graph.clone(),
+            r.nodes.to_string(),
+            r.batch.to_string(),
+            r.stage.as_str().to_string(),
+            format!("{:.1}", r.us),
+            format!("{:.1}", r.bytes as f64 / 1e6),
+            format!("{:.1}", r.gb_per_s),
+            r.of_copy.map_or("-".to_string(), |x| format!("{:.0}%", 100.0 * x)),
+        ]);
+    }
+    let summary = format!(
+        "CPU engine: the batch's queries in parallel on every core (at most {} timed); GPU: end to end, host BM25 and result assembly included; device: submit to readback. Median of {} runs.\n{t}\n{}",
+        args.cpu_queries,
+        args.repeat,
+        if kernel_rows.is_empty() {
+            String::new()
+        } else {
+            format!("GPU kernels, least bytes moved per run over its time:\n{k}")
+        }
+    );
+    println!("{summary}");
+    if let Some(dir) = &args.out {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let mut csv = String::from(
+            "graph,graphs,nodes,edges,batch,cpu_ms,gpu_ms,gpu_device_ms,speedup,gpu_qps,identical,compared,completed_on_cpu\n",
+        );
+        let o = |x: Option<f64>| x.map_or(String::new(), |v| v.to_string());
+        for r in &rows {
+            csv += &format!(
+                "\"{}\",{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                r.graph,
+                r.graphs,
+                r.nodes,
+                r.edges,
+                r.batch,
+                r.cpu_ms,
+                o(r.gpu_ms),
+                o(r.gpu_device_ms),
+                o(r.speedup),
+                o(r.gpu_qps),
+                r.identical.map_or(String::new(), |i| i.to_string()),
+                r.compared,
+                r.completed_on_cpu
+            );
+        }
+        std::fs::write(dir.join("raw.csv"), csv)?;
+        let mut kcsv = String::from("graph,nodes,batch,stage,us,bytes,gb_per_s,of_copy\n");
+        for r in &kernel_rows {
+            kcsv += &format!(
+                "\"{}\",{},{},{},{},{},{},{}\n",
+                r.graph,
+                r.nodes,
+                r.batch,
+                r.stage.as_str(),
+                r.us,
+                r.bytes,
+                r.gb_per_s,
+                o(r.of_copy)
+            );
+        }
+        std::fs::write(dir.join("kernels.csv"), kcsv)?;
+        std::fs::write(dir.join("summary.txt"), &summary)?;
+        let report = serde_json::json!({
+            "machine": machine, "round_trip": floor, "copy_gb_s": copy_gb_s, "parity": parity,
+            "rows": rows, "kernels": kernel_rows,
+        });
+        std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(&report)?)?;
+        let mut series = Vec::new();
+        let synthetic: Vec<&Row> = rows.iter().filter(|r| r.graph.starts_with("synthetic")).collect();
+        for &b in [args.batches.iter().min(), args.batches.iter().max()].iter().flatten() {
+            let at = |f: &dyn Fn(&Row) -> Option<f64>| -> Vec<(f64, f64)> {
+                synthetic.iter().filter(|r| r.batch == *b).filter_map(|r| f(r).map(|y| (r.nodes as f64, y))).collect()
+            };
+            series
+                .push(myelin::eval::plot::Series { name: format!("cpu, batch {b}"), points: at(&|r| Some(r.cpu_ms)) });
+            let gpu_points = at(&|r| r.gpu_ms);
+            if !gpu_points.is_empty() {
+                series.push(myelin::eval::plot::Series { name: format!("gpu, batch {b}"), points: gpu_points });
+            }
+        }
+        series.dedup_by(|a, b| a.name == b.name);
+        if series.iter().any(|s| !s.points.is_empty()) {
+            let svg = myelin::eval::plot::timing_svg("time per query against graph size", &series)
+                .map_err(|e| anyhow::anyhow!(e))?;
+            std::fs::write(dir.join("time-per-query.svg"), svg)?;
+        }
+        std::fs::write(dir.join("machine.json"), serde_json::to_string_pretty(&machine)?)?;
+        eprintln!("results in {}", dir.display());
+    }
+    if gpu.is_some() {
+        println!("{}", goals_table(&rows, &kernel_rows, &floor));
+    }
+    if rows.iter().any(|r| r.identical.is_some_and(|i| i < r.compared)) {
+        eprintln!("warning: some GPU results differ from the CPU's (column identical): near-tied scores, or a defect");
+    }
+    if parity.iter().any(|c| !c.passed) {
+        anyhow::bail!("the GPU kernels disagree with the CPU (see above)");
+    }
+    Ok(())
+}
+
+/// The goals against what this run measured (last thing the benchmark prints).
+fn goals_table(rows: &[myelin::bench::Row], kernels: &[myelin::bench::KernelRow], floor: &serde_json::Value) -> String {
+    use myelin::gpu::ranker::Stage;
+    let synthetic: Vec<&myelin::bench::Row> = rows.iter().filter(|r| r.graph.starts_with("synthetic")).collect();
+    let largest = synthetic.iter().map(|r| r.nodes).max().unwrap_or(0);
+    let at = |nodes: usize, batch: Option<usize>| {
+        synthetic
+            .iter()
+            .filter(|r| r.nodes == nodes)
+            .filter(|r| batch.is_none_or(|b| r.batch == b))
+            .max_by_key(|r| r.batch)
+            .copied()
+    };
+    let single = at(largest, Some(1));
+    let batched = at(largest, None);
+    let real_single = rows.iter().filter(|r| !r.graph.starts_with("synthetic") && r.batch == 1).collect::<Vec<_>>();
+    let bw = |stage: Stage| {
+        kernels
+            .iter()
+            .filter(|k| k.stage == stage && k.nodes == largest)
+            .filter_map(|k| k.of_copy)
+            .fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.max(x))))
+    };
+    let f = |x: Option<f64>, d: usize| x.map_or("-".to_string(), |v| format!("{v:.d$}"));
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(vec!["goal", "target", "measured"]);
+    t.add_row(vec![
+        "GPU round trip floor (empty submit, wait, 4-byte readback)".to_string(),
+        "-".to_string(),
+        format!("p50 {} µs, p99 {} µs", f(floor["p50_us"].as_f64(), 1), f(floor["p99_us"].as_f64(), 1)),
+    ]);
+    t.add_row(vec![
+        format!("one query, {largest}-node graph, GPU end to end"),
+        "≤ 0.5 ms".to_string(),
+        format!(
+            "{} ms (device {} ms)",
+            f(single.and_then(|r| r.gpu_ms), 3),
+            f(single.and_then(|r| r.gpu_device_ms), 3)
+        ),
+    ]);
+    t.add_row(vec![
+        format!("one query, {largest} nodes: GPU / multi-threaded CPU"),
+        "≥ 3×".to_string(),
+        format!("{}×", f(single.and_then(|r| r.speedup), 1)),
+    ]);
+    t.add_row(vec![
+        format!("batch of {}, {largest} nodes: GPU / multi-threaded CPU", batched.map_or(0, |r| r.batch)),
+        "≥ 15×".to_string(),
+        format!("{}×", f(batched.and_then(|r| r.speedup), 1)),
+    ]);
+    t.add_row(vec![
+        format!("queries/s, batch of {}, {largest} nodes", batched.map_or(0, |r| r.batch)),
+        "≥ 20,000".to_string(),
+        f(batched.and_then(|r| r.gpu_qps), 0),
+    ]);
+    for (stage, name) in [(Stage::Propagate, "propagation"), (Stage::Similarity, "dense scan")] {
+        t.add_row(vec![
+            format!("{name} bandwidth, {largest} nodes, of device copy bandwidth"),
+            "≥ 60%".to_string(),
+            bw(stage).map_or("-".to_string(), |x| format!("{:.0}%", 100.0 * x)),
+        ]);
+    }
+    for r in real_single {
+        t.add_row(vec![
+            format!("{} ({} nodes), one query: GPU / CPU (auto keeps such graphs on the CPU)", r.graph, r.nodes),
+            "auto never slower".to_string(),
+            format!("{}×", f(r.speedup, 2)),
+        ]);
+    }
+    format!("goals (GPU figures mean something only on a real GPU)\n{t}")
 }

@@ -16,8 +16,10 @@ use serde::Serialize;
 
 use crate::embed::Embedder;
 use crate::error::{Error, Result};
+use crate::gpu::{Backend, GpuConfig};
 use crate::retrieve::bm25::Analyzer;
-use crate::retrieve::{Memory, Mode, Query, RetrieveConfig};
+use crate::retrieve::engine::{BatchReport, Choice, Engine};
+use crate::retrieve::{Memory, Mode, Query, Retrieval, RetrieveConfig};
 use crate::store::Store;
 
 /// The k of the reported recall@k.
@@ -116,8 +118,11 @@ pub struct ModeReport {
     pub gate: GateReport,
     /// Tokens of the returned episodes per question (the top_k, whatever the gate says).
     pub context_tokens: Mean,
-    /// Retrieval time per question, query embedding excluded.
+    /// Retrieval time per question, query embedding excluded (on the GPU: the batch's time
+    /// divided by its questions, so p50 = p95 = mean).
     pub latency_ms: Latency,
+    /// How the GPU ran the mode, when it did (one batch over every question).
+    pub gpu_batch: Option<BatchReport>,
 }
 
 /// The result of an evaluation.
@@ -137,6 +142,8 @@ pub struct Report {
     pub tokenizer: String,
     /// Query embedding time per question, reported apart from retrieval.
     pub query_embedding_ms: Latency,
+    /// The backend retrieval ran on, and why.
+    pub backend: Choice,
     /// Per mode, by CLI name.
     pub modes: BTreeMap<String, ModeReport>,
     /// Mode names in the order they were asked for.
@@ -176,13 +183,17 @@ struct Item {
     outcomes: Vec<Outcome>,
 }
 
-/// Runs the evaluation over `conversations` of `store` (their graphs must exist).
+/// Runs the evaluation over `conversations` of `store` (their graphs must exist) on the backend
+/// `gpu` chooses. On the GPU the synapse modes run as one batch over every conversation, and
+/// their latency is the batch's time divided by its questions.
+#[allow(clippy::too_many_arguments)]
 pub async fn evaluate(
     store: &Store,
     dataset: &str,
     conversations: &[String],
     embedder: &Embedder,
     config: &RetrieveConfig,
+    gpu: &GpuConfig,
     options: &EvalOptions,
     progress: &ProgressBar,
 ) -> Result<Report> {
@@ -190,6 +201,9 @@ pub async fn evaluate(
         return Err(Error::InvalidArgument("no retrieval mode to evaluate".into()));
     }
     let mut items: Vec<Item> = Vec::new();
+    let mut requests: Vec<(usize, Query)> = Vec::new();
+    let mut tokens_of: Vec<Vec<usize>> = Vec::new();
+    let mut memories: Vec<Memory> = Vec::new();
     let mut embed_ms: Vec<f64> = Vec::new();
     let mut analyzer = Analyzer::new()?;
     let mut all_questions = Vec::with_capacity(conversations.len());
@@ -210,34 +224,52 @@ pub async fn evaluate(
             .map(|q| q.evidence.iter().filter_map(|e| position.get(e.as_str()).copied()).collect())
             .collect();
         let texts: Vec<String> = episodes.iter().map(|e| e.embedding_text()).collect();
-        let tokens: Vec<usize> = texts.iter().map(|t| embedder.token_count(t)).collect::<Result<_>>()?;
+        tokens_of.push(texts.iter().map(|t| embedder.token_count(t)).collect::<Result<_>>()?);
         drop(position);
-        let memory = Memory::new(id, episodes, graph, config.clone())?;
+        let m = memories.len();
+        memories.push(Memory::new(id, episodes, graph, config.clone())?);
         for (q, gold) in questions.iter().zip(golds) {
             let t0 = Instant::now();
             let embedding = embedder.embed_one(&q.text)?;
             embed_ms.push(t0.elapsed().as_secs_f64() * 1e3);
-            let query = Query::new(&mut analyzer, &q.text, embedding)?;
-            let mut outcomes = Vec::with_capacity(options.modes.len());
-            for &mode in &options.modes {
-                let t0 = Instant::now();
-                let r = memory.retrieve(&query, mode);
-                let millis = t0.elapsed().as_secs_f64() * 1e3;
-                let ranked: Vec<u32> = r.hits.iter().map(|h| h.episode).collect();
-                let tokens = ranked.iter().map(|&e| tokens[e as usize]).sum();
-                outcomes.push(Outcome { ranked, confidence: r.confidence as f64, millis, tokens });
-            }
+            requests.push((m, Query::new(&mut analyzer, &q.text, embedding)?));
             items.push(Item {
                 group: group_name(dataset, &q.category),
                 adversarial: q.adversarial,
                 gold,
                 calibration: options.calibrate && in_calibration_split(id, &q.id),
-                outcomes,
+                outcomes: Vec::with_capacity(options.modes.len()),
             });
             progress.inc(1);
         }
     }
     progress.finish_and_clear();
+    let engine = Engine::new(memories, gpu)?;
+    let refs: Vec<(usize, &Query)> = requests.iter().map(|(m, q)| (*m, q)).collect();
+    let mut batched = BTreeMap::new();
+    for &mode in &options.modes {
+        let outcome = |m: usize, r: &Retrieval, millis: f64| {
+            let ranked: Vec<u32> = r.hits.iter().map(|h| h.episode).collect();
+            let tokens = ranked.iter().map(|&e| tokens_of[m][e as usize]).sum();
+            Outcome { ranked, confidence: r.confidence as f64, millis, tokens }
+        };
+        if engine.choice().backend == Backend::Gpu && mode.is_synapse() && !refs.is_empty() {
+            let t0 = Instant::now();
+            let (results, report) = engine.retrieve_batch(&refs, mode)?;
+            let millis = t0.elapsed().as_secs_f64() * 1e3 / refs.len() as f64;
+            for ((item, r), &(m, _)) in items.iter_mut().zip(&results).zip(&refs) {
+                item.outcomes.push(outcome(m, r, millis));
+            }
+            batched.insert(mode.as_str().to_string(), report);
+        } else {
+            for (item, &(m, q)) in items.iter_mut().zip(&refs) {
+                let t0 = Instant::now();
+                let r = engine.memories()[m].retrieve(q, mode);
+                let millis = t0.elapsed().as_secs_f64() * 1e3;
+                item.outcomes.push(outcome(m, &r, millis));
+            }
+        }
+    }
     let (calibration, reported): (Vec<&Item>, Vec<&Item>) = items.iter().partition(|i| i.calibration);
     let mut modes = BTreeMap::new();
     for (m, &mode) in options.modes.iter().enumerate() {
@@ -248,7 +280,9 @@ pub async fn evaluate(
         } else {
             None
         };
-        modes.insert(mode.as_str().to_string(), mode_report(&reported, m, threshold, config.top_k));
+        let mut report = mode_report(&reported, m, threshold, config.top_k);
+        report.gpu_batch = batched.remove(mode.as_str());
+        modes.insert(mode.as_str().to_string(), report);
     }
     Ok(Report {
         dataset: dataset.to_string(),
@@ -258,6 +292,7 @@ pub async fn evaluate(
         top_k: config.top_k,
         tokenizer: TOKENIZER.to_string(),
         query_embedding_ms: latency(&mut embed_ms),
+        backend: engine.choice().clone(),
         modes,
         mode_order: options.modes.iter().map(|m| m.as_str().to_string()).collect(),
     })
@@ -326,7 +361,13 @@ fn mode_report(items: &[&Item], m: usize, threshold: Option<f64>, top_k: usize) 
     let mut tokens: Vec<f64> = items.iter().map(|i| i.outcomes[m].tokens as f64).collect();
     let mut millis: Vec<f64> = items.iter().map(|i| i.outcomes[m].millis).collect();
     let l = latency(&mut tokens);
-    ModeReport { groups, gate, context_tokens: Mean { mean: l.mean, p50: l.p50 }, latency_ms: latency(&mut millis) }
+    ModeReport {
+        groups,
+        gate,
+        context_tokens: Mean { mean: l.mean, p50: l.p50 },
+        latency_ms: latency(&mut millis),
+        gpu_batch: None,
+    }
 }
 
 fn group_report(items: &[&Item], m: usize, top_k: usize) -> GroupReport {

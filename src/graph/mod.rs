@@ -9,6 +9,7 @@
 pub mod build;
 pub mod extract;
 pub mod pagerank;
+pub mod synthetic;
 
 use serde::{Deserialize, Serialize};
 

@@ -58,6 +58,16 @@ impl Transition {
         self.ptr.len().saturating_sub(1)
     }
 
+    /// The CSR arrays (row pointers, sources, transition probabilities), for uploading.
+    pub fn csr(&self) -> (&[u32], &[u32], &[f64]) {
+        (&self.ptr, &self.src, &self.p)
+    }
+
+    /// Nodes without out-edges, ascending.
+    pub fn dangling(&self) -> &[u32] {
+        &self.dangling
+    }
+
     /// Whether the graph has no node.
     pub fn is_empty(&self) -> bool {
         self.len() == 0

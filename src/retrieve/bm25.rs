@@ -106,6 +106,31 @@ impl Bm25Index {
         (self.k1, self.b)
     }
 
+    /// The non-zero scores of [`Bm25Index::score_into`] as (document, score), ascending
+    /// document: the same sums, in the same order, without a dense vector.
+    pub fn score_sparse(&self, query_terms: &[String]) -> Vec<(u32, f32)> {
+        let n = self.len() as f32;
+        let mut scores: HashMap<u32, f32> = HashMap::new();
+        let mut seen: Vec<u32> = Vec::with_capacity(query_terms.len());
+        for t in query_terms {
+            let Some(&id) = self.terms.get(t) else { continue };
+            if seen.contains(&id) {
+                continue;
+            }
+            seen.push(id);
+            let list = &self.postings[id as usize];
+            let df = list.len() as f32;
+            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+            for &(d, tf) in list {
+                let tf = tf as f32;
+                *scores.entry(d).or_insert(0.0) += idf * (self.k1 + 1.0) * tf / (tf + self.norm[d as usize]);
+            }
+        }
+        let mut out: Vec<(u32, f32)> = scores.into_iter().filter(|&(_, s)| s != 0.0).collect();
+        out.sort_unstable_by_key(|&(d, _)| d);
+        out
+    }
+
     /// Adds each document's BM25 score for `query_terms` (repeats count once) into `scores`
     /// (`len()` long, zeroed by the caller); documents that match nothing keep 0.
     pub fn score_into(&self, query_terms: &[String], scores: &mut [f32]) {
@@ -165,7 +190,12 @@ mod tests {
         let terms: Vec<Vec<String>> = docs.iter().map(|d| analyzer.terms(d)).collect();
         let index = Bm25Index::build(&terms, DEFAULT_K1, DEFAULT_B);
         let mut scores = vec![0.0; docs.len()];
-        index.score_into(&analyzer.terms(query), &mut scores);
+        let query = analyzer.terms(query);
+        index.score_into(&query, &mut scores);
+        // The sparse form holds exactly the non-zero entries, bit for bit.
+        let nonzero: Vec<(u32, f32)> =
+            scores.iter().enumerate().filter(|(_, s)| **s != 0.0).map(|(d, s)| (d as u32, *s)).collect();
+        assert_eq!(index.score_sparse(&query), nonzero);
         scores
     }
 

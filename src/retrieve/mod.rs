@@ -7,12 +7,16 @@
 //! ([`Memory::new`] takes what the store returned).
 
 pub mod bm25;
+pub mod engine;
 
 use serde::{Deserialize, Serialize};
 
 use crate::activation::{self, ActivationConfig, Spreading, Trace};
 use crate::embed::EMBEDDING_DIM;
 use crate::error::{Error, Result};
+use crate::gpu::corpus::GraphInput;
+use crate::gpu::layout::MAX_LIST;
+use crate::gpu::ranker::{RankSettings, Ranked};
 use crate::graph::pagerank::Transition;
 use crate::graph::{EdgeKind, Graph, NodeRef};
 use crate::store::Episode;
@@ -291,7 +295,7 @@ pub struct Explanation {
 }
 
 /// One conversation's memory, ready for queries.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Memory {
     conversation: String,
     episodes: Vec<Episode>,
@@ -301,6 +305,8 @@ pub struct Memory {
     bm25: Bm25Index,
     /// Per concept node: its episodes (abstraction out-edges).
     concept_episodes: Vec<Vec<u32>>,
+    /// Per node: 0 episode, 1 concept (for the GPU).
+    kinds: Vec<u32>,
     spreading: Spreading,
     spreading_no_fan: Spreading,
     no_graph: Spreading,
@@ -316,6 +322,22 @@ struct Base {
     bm25: Vec<f32>,
     /// The similarity of the graph modes: cosine blended with normalised BM25.
     sim: Vec<f32>,
+}
+
+/// A query's BM25 evidence for the GPU: non-zero scores by ascending node, and its BM25 anchors.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Lexical {
+    /// (node, BM25 score), ascending node.
+    pub entries: Vec<(u32, f32)>,
+    /// The top `anchor_k` nodes by BM25.
+    pub anchors: Vec<u32>,
+}
+
+impl Lexical {
+    /// The BM25 score of `node` (0 without a match).
+    pub fn score(&self, node: u32) -> f32 {
+        self.entries.binary_search_by_key(&node, |e| e.0).map_or(0.0, |k| self.entries[k].1)
+    }
 }
 
 impl Memory {
@@ -354,6 +376,7 @@ impl Memory {
                 concept_episodes[e.src as usize].push(e.dst);
             }
         }
+        let kinds = graph.nodes.iter().map(|n| matches!(n, NodeRef::Concept(_)) as u32).collect();
         let spreading = Spreading::new(&graph, &config.activation_for(Mode::Synapse));
         let spreading_no_fan = Spreading::new(&graph, &config.activation_for(Mode::NoFan));
         let transition =
@@ -371,6 +394,7 @@ impl Memory {
             embeddings,
             bm25,
             concept_episodes,
+            kinds,
             spreading,
             spreading_no_fan,
             transition,
@@ -482,6 +506,91 @@ impl Memory {
             })
             .collect();
         (r, explanations)
+    }
+
+    /// What the GPU ranking step needs of this memory's graph.
+    pub fn gpu_input(&self) -> GraphInput<'_> {
+        GraphInput {
+            embeddings: &self.embeddings,
+            spreading: &self.spreading,
+            spreading_no_fan: &self.spreading_no_fan,
+            pagerank: &self.graph.pagerank,
+            links: &self.concept_episodes,
+            kinds: &self.kinds,
+            transition: &self.transition,
+        }
+    }
+
+    /// A query's lexical evidence in the form the GPU takes: its non-zero BM25 scores and its
+    /// BM25 anchors (the same values and anchors the CPU path uses).
+    pub fn lexical(&self, query: &Query) -> Lexical {
+        let entries = self.bm25.score_sparse(&query.terms);
+        let mut ranked = entries.clone();
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let anchors = ranked.into_iter().take(self.config.anchor_k).map(|(d, _)| d).collect();
+        Lexical { entries, anchors }
+    }
+
+    /// The GPU settings of a synapse-family mode (`None` for the baselines, which run on the
+    /// CPU): the mode's dynamics, and enough of the ranking read back to hand over `top_k`
+    /// episodes as the CPU would.
+    pub fn rank_settings(&self, mode: Mode) -> Option<RankSettings> {
+        if !mode.is_synapse() {
+            return None;
+        }
+        let c = &self.config;
+        let a = c.activation_for(mode);
+        Some(RankSettings {
+            steps: a.steps,
+            decay: a.decay,
+            beta: a.inhibition_beta,
+            top_m: a.inhibition_top_m,
+            gamma: a.sigmoid_gamma,
+            theta: a.sigmoid_theta,
+            alpha: c.alpha,
+            lexical_weight: c.lexical_weight,
+            lambdas: [c.lambda_similarity, c.lambda_activation, c.lambda_pagerank],
+            edges: mode != Mode::NoGraph,
+            no_fan: mode == Mode::NoFan,
+            pagerank: mode != Mode::NoGraph,
+            anchor_k: c.anchor_k,
+            out_k: (4 * c.top_k).max(c.top_k + 64).min(MAX_LIST),
+            top_k: c.top_k,
+            concepts: c.concepts_in_results,
+        })
+    }
+
+    /// Turns the GPU's result for `query` into the retrieval the CPU returns. `None` when the
+    /// ranked nodes the GPU could see did not decide the walk: the caller then runs the query
+    /// on the CPU.
+    pub fn finish(&self, query: &Query, lexical: &Lexical, ranked: &Ranked, mode: Mode) -> Option<Retrieval> {
+        if !ranked.complete {
+            return None;
+        }
+        let graph_modes = mode != Mode::NoGraph;
+        let hits = ranked
+            .hits
+            .iter()
+            .map(|h| {
+                let i = h.node as usize;
+                Hit {
+                    episode: self.episode_of(h.episode_node),
+                    node: h.node,
+                    signals: Signals {
+                        dense: dot(&self.embeddings[i * EMBEDDING_DIM..(i + 1) * EMBEDDING_DIM], &query.embedding),
+                        bm25: lexical.score(h.node),
+                        activation: Some(h.activation),
+                        pagerank: Some(if graph_modes { self.graph.pagerank[i] } else { 0.0 }),
+                        score: h.score,
+                    },
+                }
+            })
+            .collect();
+        let mut anchors = ranked.dense_anchors.clone();
+        anchors.extend(&lexical.anchors);
+        anchors.sort_unstable();
+        anchors.dedup();
+        Some(self.gate(query, Retrieval { mode, hits, confidence: ranked.confidence, rejected: false, anchors }))
     }
 
     fn spreading_for(&self, mode: Mode) -> &Spreading {
@@ -641,30 +750,49 @@ impl Memory {
         for (p, &i) in order.iter().enumerate() {
             position[i as usize] = p as u32;
         }
+        let pick = |slot: usize, taken: &[bool]| -> Option<Option<u32>> {
+            Some(
+                self.concept_episodes[order[slot] as usize]
+                    .iter()
+                    .copied()
+                    .filter(|&e| !taken[self.episode_of(e) as usize])
+                    .min_by_key(|&e| position[e as usize]),
+            )
+        };
+        self.walk(order, pick, |slot| signals(order[slot] as usize)).unwrap_or_default()
+    }
+
+    /// The walk of [`Memory::expand`] over a ranking prefix; `pick(slot, taken)` names the
+    /// episode node a concept at `slot` stands for, or `None` when the prefix does not tell.
+    /// `None` when the walk needs more than the prefix holds.
+    fn walk(
+        &self,
+        order: &[u32],
+        mut pick: impl FnMut(usize, &[bool]) -> Option<Option<u32>>,
+        signals: impl Fn(usize) -> Signals,
+    ) -> Option<Vec<Hit>> {
         let mut taken = vec![false; self.episodes.len()];
         let mut hits = Vec::with_capacity(self.config.top_k);
-        for &i in order {
+        for (slot, &i) in order.iter().enumerate() {
             if hits.len() >= self.config.top_k {
                 break;
             }
             let episode = match self.graph.nodes[i as usize] {
                 NodeRef::Episode(e) => Some(e),
-                NodeRef::Concept(_) if self.config.concepts_in_results => self.concept_episodes[i as usize]
-                    .iter()
-                    .copied()
-                    .filter(|&e| !taken[self.episode_of(e) as usize])
-                    .min_by_key(|&e| position[e as usize])
-                    .map(|e| self.episode_of(e)),
+                NodeRef::Concept(_) if self.config.concepts_in_results => {
+                    pick(slot, &taken)?.map(|e| self.episode_of(e))
+                }
                 NodeRef::Concept(_) => None,
             };
             if let Some(e) = episode
                 && !taken[e as usize]
             {
                 taken[e as usize] = true;
-                hits.push(Hit { episode: e, node: i, signals: signals(i as usize) });
+                hits.push(Hit { episode: e, node: i, signals: signals(slot) });
             }
         }
-        hits
+        let complete = hits.len() >= self.config.top_k || order.len() >= self.graph.node_count();
+        complete.then_some(hits)
     }
 }
 
@@ -682,7 +810,7 @@ fn first_name(speaker: &str) -> String {
 
 /// Dot product with eight independent accumulators, so the compiler can vectorise it (a single
 /// running sum is a serial chain of additions: 3.5× slower on the query path, measured).
-fn dot(a: &[f32], b: &[f32]) -> f32 {
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0.0f32; 8];
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
     let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();

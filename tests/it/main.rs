@@ -5,5 +5,6 @@ mod cli;
 mod common;
 mod crash;
 mod embed_golden;
+mod gpu;
 mod retrieve;
 mod tidy;

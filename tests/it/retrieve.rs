@@ -161,6 +161,37 @@ fn locomo_eval_reports_every_mode_and_the_graph_helps() {
         assert!(plot.contains(needle), "plot lacks {needle}");
     }
 
+    // The GPU prints the same table: same recall, same gate, same tokens (only latency differs).
+    if myelin::gpu::test_gpu().is_some() {
+        let gpu_json = dir.path().join("gpu.json");
+        let args = [
+            "eval",
+            "locomo",
+            file_arg,
+            "--conversations",
+            "conv-30",
+            "--modes",
+            "synapse,no-fan,no-graph",
+            "--backend",
+            "gpu",
+            "--json",
+            gpu_json.to_str().unwrap(),
+        ];
+        ok(&store, &args);
+        let g: Value = serde_json::from_slice(&std::fs::read(&gpu_json).expect("report")).expect("json");
+        assert_eq!(g["backend"]["backend"], "gpu", "{}", g["backend"]);
+        for mode in ["synapse", "no-fan", "no-graph"] {
+            let (c, gm) = (&r["modes"][mode], &g["modes"][mode]);
+            assert_eq!(c["groups"], gm["groups"], "{mode}: recall differs between backends");
+            assert_eq!(c["context_tokens"], gm["context_tokens"], "{mode}");
+            for key in ["rejection_rate", "false_refusal_rate", "auc"] {
+                assert_eq!(c["gate"][key], gm["gate"][key], "{mode}: gate {key}");
+            }
+            assert_eq!(gm["gpu_batch"]["on_gpu"], true, "{mode}: {}", gm["gpu_batch"]);
+            assert_eq!(gm["gpu_batch"]["completed_on_cpu"], 0, "{mode}");
+        }
+    }
+
     // Second run: nothing to ingest; calibration splits the questions 10/90.
     let args = [
         "eval",

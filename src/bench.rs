@@ -1,0 +1,351 @@
+//! CPU-vs-GPU benchmark of the ranking step (`myelin bench`): synthetic memories with the
+//! shape of real ones and the real graphs of a store, batches of queries, the CPU engine and
+//! the GPU engine timed on the same inputs in one run, parity of their results, the bandwidth
+//! each kernel family reaches, and the floor of one GPU round trip.
+//!
+//! Owns building benchmark inputs, the timing loops and the report's shape. Must not print:
+//! the binary prints tables and writes files.
+
+use std::time::Instant;
+
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+use serde::Serialize;
+
+use crate::embed::EMBEDDING_DIM;
+use crate::error::Result;
+use crate::gpu::Gpu;
+use crate::gpu::ranker::{RankQuery, Stage};
+use crate::graph::NodeRef;
+use crate::graph::synthetic::{self, Shape};
+use crate::retrieve::bm25::Analyzer;
+use crate::retrieve::engine::Engine;
+use crate::retrieve::{Memory, Mode, Query, Retrieval, RetrieveConfig};
+use crate::store::Episode;
+
+/// Words of the synthetic vocabulary.
+const VOCABULARY: usize = 5000;
+
+/// A memory to benchmark and the queries to run on it.
+pub struct Workload {
+    /// Name in reports ("synthetic-100000", "locomo (10 graphs)").
+    pub name: String,
+    /// The memories (one graph each).
+    pub memories: Vec<Memory>,
+    /// (memory, query).
+    pub queries: Vec<(usize, Query)>,
+}
+
+impl Workload {
+    /// Nodes of the largest graph.
+    pub fn nodes(&self) -> usize {
+        self.memories.iter().map(|m| m.graph().node_count()).max().unwrap_or(0)
+    }
+
+    /// Edges in all graphs.
+    pub fn edges(&self) -> usize {
+        self.memories.iter().map(|m| m.graph().edges.len()).sum()
+    }
+}
+
+fn word(rng: &mut StdRng) -> String {
+    // Zipf-like: low indices are common words, high ones rare.
+    let u: f64 = rng.random_range(0.0..1.0);
+    let k = ((VOCABULARY as f64).powf(u) as usize).min(VOCABULARY - 1);
+    let mut s = String::from("w");
+    let mut x = k;
+    loop {
+        s.push((b'a' + (x % 26) as u8) as char);
+        x /= 26;
+        if x == 0 {
+            break;
+        }
+    }
+    s
+}
+
+/// A synthetic memory of `nodes` nodes (see `graph::synthetic`) with `queries` queries near
+/// random episodes: each query's embedding is an episode's plus noise, its text two of the
+/// episode's words and one random word.
+pub fn synthetic(nodes: usize, queries: usize, seed: u64, config: &RetrieveConfig) -> Result<Workload> {
+    let (mut graph, embeddings) = synthetic::graph(&Shape::like_locomo(nodes, seed));
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
+    let name = format!("synthetic-{nodes}");
+    for c in graph.concepts.iter_mut() {
+        c.label = format!("{} {}", word(&mut rng), word(&mut rng));
+    }
+    let mut episodes = Vec::with_capacity(graph.episode_count());
+    let mut episode_nodes = Vec::with_capacity(graph.episode_count());
+    for (id, node) in graph.nodes.iter().enumerate() {
+        if let NodeRef::Episode(e) = node {
+            let words: Vec<String> = (0..12).map(|_| word(&mut rng)).collect();
+            episodes.push(Episode {
+                conversation: name.clone(),
+                session: e / 20,
+                turn_id: format!("D{}:{}", e / 20 + 1, e % 20 + 1),
+                position: *e,
+                speaker: if e % 2 == 0 { "Ann".into() } else { "Ben".into() },
+                text: words.join(" "),
+                image_caption: None,
+                timestamp: None,
+                embedding: embeddings[id * EMBEDDING_DIM..(id + 1) * EMBEDDING_DIM].to_vec(),
+            });
+            episode_nodes.push(id);
+        }
+    }
+    let mut analyzer = Analyzer::new()?;
+    let mut out = Vec::with_capacity(queries);
+    for _ in 0..queries.min(if episodes.is_empty() { 0 } else { usize::MAX }) {
+        let e = rng.random_range(0..episodes.len());
+        let words: Vec<&str> = episodes[e].text.split(' ').collect();
+        let text = format!(
+            "{} {} {}",
+            words[rng.random_range(0..words.len())],
+            words[rng.random_range(0..words.len())],
+            word(&mut rng)
+        );
+        let mut v: Vec<f32> = episodes[e].embedding.iter().map(|x| x + rng.random_range(-0.05..0.05f32)).collect();
+        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.iter_mut().for_each(|x| *x /= norm);
+        out.push((0, Query::new(&mut analyzer, &text, v)?));
+    }
+    let memory = Memory::new(&name, episodes, graph, config.clone())?;
+    Ok(Workload { name, memories: vec![memory], queries: out })
+}
+
+/// One (workload, batch size) measurement.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    /// Workload name.
+    pub graph: String,
+    /// Graphs in the workload.
+    pub graphs: usize,
+    /// Nodes of its largest graph.
+    pub nodes: usize,
+    /// Edges in all its graphs.
+    pub edges: usize,
+    /// Queries per batch.
+    pub batch: usize,
+    /// CPU engine, ms per query: the batch's queries in parallel over every core (median of
+    /// the repetitions; at most `cpu_queries` of them timed).
+    pub cpu_ms: f64,
+    /// GPU engine end to end (BM25 and result assembly on the host included), ms per query.
+    pub gpu_ms: Option<f64>,
+    /// GPU submit to readback only, ms per query.
+    pub gpu_device_ms: Option<f64>,
+    /// cpu_ms / gpu_ms.
+    pub speedup: Option<f64>,
+    /// Queries per second on the GPU, end to end.
+    pub gpu_qps: Option<f64>,
+    /// Queries whose GPU result equals the CPU's exactly (same episodes, same order).
+    pub identical: Option<usize>,
+    /// Queries compared.
+    pub compared: usize,
+    /// Queries the GPU handed back to the CPU (walk not decided by the nodes read back).
+    pub completed_on_cpu: usize,
+}
+
+/// One kernel family's throughput.
+#[derive(Debug, Clone, Serialize)]
+pub struct KernelRow {
+    /// Workload name.
+    pub graph: String,
+    /// Nodes.
+    pub nodes: usize,
+    /// Queries per batch.
+    pub batch: usize,
+    /// The stage.
+    pub stage: Stage,
+    /// µs per run of the stage.
+    pub us: f64,
+    /// Least bytes one run moves.
+    pub bytes: u64,
+    /// bytes / time.
+    pub gb_per_s: f64,
+    /// Of the device's measured copy bandwidth.
+    pub of_copy: Option<f64>,
+}
+
+/// Timing settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Batch sizes.
+    pub batches: Vec<usize>,
+    /// Timed repetitions (the median counts).
+    pub repeat: usize,
+    /// Most queries the CPU times per batch (its per-query time does not depend on more).
+    pub cpu_queries: usize,
+    /// Mode.
+    pub mode: Mode,
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs.get(xs.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// Times the CPU and (when given) the GPU on `w` for each batch size.
+pub fn run(w: &Workload, gpu: Option<&Gpu>, s: &Settings) -> Result<Vec<Row>> {
+    let cpu = Engine::on_cpu(w.memories.clone());
+    let gpu_engine = match gpu {
+        Some(g) => Some(Engine::on_gpu(w.memories.clone(), g.clone(), "bench".into())?),
+        None => None,
+    };
+    let mut rows = Vec::new();
+    for &b in &s.batches {
+        if w.queries.is_empty() {
+            break;
+        }
+        let batch: Vec<(usize, &Query)> = (0..b)
+            .map(|i| {
+                let (m, q) = &w.queries[i % w.queries.len()];
+                (*m, q)
+            })
+            .collect();
+        let cpu_part = &batch[..b.min(s.cpu_queries)];
+        let mut cpu_times = Vec::new();
+        let mut cpu_results: Vec<Retrieval> = Vec::new();
+        for _ in 0..s.repeat {
+            let t0 = Instant::now();
+            let (r, _) = cpu.retrieve_batch(cpu_part, s.mode)?;
+            cpu_times.push(t0.elapsed().as_secs_f64() * 1e3 / cpu_part.len() as f64);
+            cpu_results = r;
+        }
+        let cpu_ms = median(cpu_times);
+        let mut row = Row {
+            graph: w.name.clone(),
+            graphs: w.memories.len(),
+            nodes: w.nodes(),
+            edges: w.edges(),
+            batch: b,
+            cpu_ms,
+            gpu_ms: None,
+            gpu_device_ms: None,
+            speedup: None,
+            gpu_qps: None,
+            identical: None,
+            compared: cpu_results.len(),
+            completed_on_cpu: 0,
+        };
+        if let Some(engine) = &gpu_engine {
+            engine.retrieve_batch(&batch, s.mode)?; // warm-up: pipelines, buffers
+            let (mut times, mut device) = (Vec::new(), Vec::new());
+            let mut results = Vec::new();
+            for _ in 0..s.repeat {
+                let t0 = Instant::now();
+                let (r, report) = engine.retrieve_batch(&batch, s.mode)?;
+                times.push(t0.elapsed().as_secs_f64() * 1e3 / b as f64);
+                device.push(report.gpu_us / 1e3 / b as f64);
+                row.completed_on_cpu = report.completed_on_cpu;
+                if let Some(e) = report.fallback {
+                    return Err(crate::Error::Gpu(format!("{} batch {b}: fell back to the CPU: {e}", w.name)));
+                }
+                results = r;
+            }
+            let gpu_ms = median(times);
+            row.gpu_ms = Some(gpu_ms);
+            row.gpu_device_ms = Some(median(device));
+            row.speedup = Some(cpu_ms / gpu_ms);
+            row.gpu_qps = Some(1e3 / gpu_ms);
+            let hits = |r: &Retrieval| r.hits.iter().map(|h| h.episode).collect::<Vec<_>>();
+            row.identical = Some(cpu_results.iter().zip(&results).filter(|(c, g)| hits(c) == hits(g)).count());
+        }
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// Times each stage of the GPU ranking step on `w` with `batch` queries.
+pub fn kernels(w: &Workload, gpu: &Gpu, batch: usize, reps: usize, copy_gb_s: Option<f64>) -> Result<Vec<KernelRow>> {
+    let engine = Engine::on_gpu(w.memories.clone(), gpu.clone(), "bench".into())?;
+    let Some(settings) = w.memories.first().and_then(|m| m.rank_settings(Mode::Synapse)) else { return Ok(Vec::new()) };
+    let lexical: Vec<_> = (0..batch)
+        .map(|i| {
+            let (m, q) = &w.queries[i % w.queries.len()];
+            w.memories[*m].lexical(q)
+        })
+        .collect();
+    let queries: Vec<RankQuery> = (0..batch)
+        .map(|i| {
+            let (m, q) = &w.queries[i % w.queries.len()];
+            RankQuery {
+                graph: *m as u32,
+                embedding: &q.embedding,
+                lexical: &lexical[i].entries,
+                bm25_anchors: &lexical[i].anchors,
+            }
+        })
+        .collect();
+    let Some(ranker) = engine.ranker() else { return Ok(Vec::new()) };
+    Stage::ALL
+        .iter()
+        .map(|&stage| {
+            let (us, bytes) = ranker.time_stage(&queries, &settings, stage, reps)?;
+            let gb_per_s = bytes as f64 / us / 1e3;
+            Ok(KernelRow {
+                graph: w.name.clone(),
+                nodes: w.nodes(),
+                batch,
+                stage,
+                us,
+                bytes,
+                gb_per_s,
+                of_copy: copy_gb_s.map(|c| gb_per_s / c),
+            })
+        })
+        .collect()
+}
+
+/// Device-to-device copy bandwidth in GB/s (bytes read plus bytes written), over `mib` MiB.
+pub fn copy_bandwidth(gpu: &Gpu, mib: u64) -> Result<f64> {
+    let size = (mib << 20).min(gpu.max_binding() / 2 * 2).max(1 << 20) / 2;
+    let a = gpu.storage("copy a", size)?;
+    let b = gpu.storage("copy b", size)?;
+    let reps = 20;
+    let run = |n: usize| -> Result<f64> {
+        let scopes = gpu.scopes();
+        let t0 = Instant::now();
+        let mut enc = gpu.encoder();
+        for _ in 0..n {
+            enc.copy_buffer_to_buffer(&a, 0, &b, 0, size);
+        }
+        gpu.finish(enc, &[(&b, 4)], scopes)?;
+        Ok(t0.elapsed().as_secs_f64())
+    };
+    run(2)?;
+    let t = run(reps)?;
+    Ok(2.0 * size as f64 * reps as f64 / t / 1e9)
+}
+
+/// p50 and p99 of `samples`.
+pub fn percentiles(samples: &[f64]) -> (f64, f64) {
+    let mut s = samples.to_vec();
+    s.sort_by(f64::total_cmp);
+    let at = |p: f64| s.get(((s.len() as f64 - 1.0) * p).round() as usize).copied().unwrap_or(0.0);
+    (at(0.5), at(0.99))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn synthetic_workloads_run_and_the_cpu_agrees_with_itself() {
+        let w = synthetic(600, 8, 1, &RetrieveConfig::default()).unwrap();
+        assert_eq!(w.nodes(), 600);
+        assert_eq!(w.queries.len(), 8);
+        let settings = Settings { batches: vec![1, 8], repeat: 1, cpu_queries: 8, mode: Mode::Synapse };
+        let rows = run(&w, crate::gpu::test_gpu().as_ref(), &settings).unwrap();
+        assert_eq!(rows.len(), 2);
+        for r in &rows {
+            assert!(r.cpu_ms > 0.0);
+            if let Some(identical) = r.identical {
+                assert_eq!(identical, r.compared, "batch {}: GPU and CPU differ", r.batch);
+            }
+        }
+        // Queries near an episode find it: lexical and dense evidence point at it.
+        let memory = &w.memories[0];
+        let found = w.queries.iter().filter(|(_, q)| !memory.retrieve(q, Mode::Synapse).hits.is_empty()).count();
+        assert_eq!(found, 8);
+    }
+}

@@ -1,0 +1,127 @@
+//! The structs shared with WGSL (`shaders/common.wgsl`, `shaders/select.wgsl`): `#[repr(C)]`,
+//! plain old data, field for field the WGSL declaration. A test checks each size against the
+//! size naga computes for the WGSL struct.
+
+use bytemuck::{Pod, Zeroable};
+
+/// One graph of the corpus (`GraphInfo`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Pod, Zeroable)]
+pub struct GraphInfo {
+    /// First corpus node of the graph.
+    pub node_off: u32,
+    /// Its node count.
+    pub n: u32,
+    /// First of its dangling nodes in the corpus' dangling list.
+    pub dangling_off: u32,
+    /// Number of them.
+    pub dangling_n: u32,
+}
+
+/// One query of a batch (`Segment`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Pod, Zeroable)]
+pub struct Segment {
+    /// Its graph.
+    pub graph: u32,
+    /// First of its values in the work arrays.
+    pub work_off: u32,
+    /// First of its BM25 entries.
+    pub lex_off: u32,
+    /// Number of BM25 entries.
+    pub lex_n: u32,
+    /// Its highest BM25 score (0 without lexical evidence).
+    pub lex_max: f32,
+    /// First slot of its selection list.
+    pub list_off: u32,
+    /// First of its BM25 anchors.
+    pub anchor_off: u32,
+    /// Number of BM25 anchors.
+    pub anchor_n: u32,
+}
+
+/// Per-batch parameters (`Params`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Pod, Zeroable)]
+pub struct Params {
+    /// Queries in the batch.
+    pub n_queries: u32,
+    /// Bit 0: propagate over edges; bit 1: PageRank in the score; bit 2: concepts stand for
+    /// episodes.
+    pub flags: u32,
+    /// M of the top-M inhibition.
+    pub top_m: u32,
+    /// Nodes read back per query.
+    pub out_k: u32,
+    /// δ.
+    pub decay: f32,
+    /// β.
+    pub beta: f32,
+    /// γ.
+    pub gamma: f32,
+    /// θ.
+    pub theta: f32,
+    /// α.
+    pub alpha: f32,
+    /// w of the lexical blend.
+    pub lexical_weight: f32,
+    /// λ1.
+    pub lambda_similarity: f32,
+    /// λ2.
+    pub lambda_activation: f32,
+    /// λ3.
+    pub lambda_pagerank: f32,
+    /// Episodes handed over per query.
+    pub top_k: u32,
+    /// PageRank damping.
+    pub damping: f32,
+    /// Slots of each query's selection list.
+    pub list_cap: u32,
+    /// Dense anchors per query.
+    pub anchor_k: u32,
+    /// Words of one query's output record.
+    pub record: u32,
+    /// PageRank rounds.
+    pub rounds: u32,
+    /// Padding to 16 bytes.
+    pub _pad: u32,
+}
+
+/// Flag: propagate over edges.
+pub const FLAG_EDGES: u32 = 1;
+/// Flag: PageRank enters the score.
+pub const FLAG_PAGERANK: u32 = 2;
+/// Flag: a concept in the ranking stands for its best linked episode.
+pub const FLAG_CONCEPTS: u32 = 4;
+
+/// Parameters of one selection (`SelectParams`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Pod, Zeroable)]
+pub struct SelectParams {
+    /// How many to select.
+    pub k: u32,
+    /// 32 (values only) or 64 (value, then lower id).
+    pub bits: u32,
+    /// Padding.
+    pub _pad0: u32,
+    /// Padding.
+    pub _pad1: u32,
+}
+
+/// Words per query of the selection state (`SelectState`).
+pub const SELECT_STATE_WORDS: u64 = 8;
+/// Longest selection list a query may have (`MAX_LIST` in select.wgsl), and most episodes a
+/// query may hand over (`MAX_TAKEN` in score.wgsl).
+pub const MAX_LIST: usize = 1024;
+/// Queries per tile of the dense scan (`TILE` in similarity.wgsl).
+pub const TILE: usize = 8;
+/// Threads per workgroup of the element kernels (`WG`).
+pub const WG: u32 = 256;
+/// Elements per workgroup of `select_histogram` (`HIST_CHUNK`).
+pub const HIST_CHUNK: u32 = 4096;
+
+/// Words of a query's output record for `top_k` hits and `anchor_k` dense anchors (see `rec_*`
+/// in common.wgsl).
+pub fn record_words(top_k: u32, anchor_k: u32) -> u32 {
+    4 + 4 * top_k + anchor_k
+}

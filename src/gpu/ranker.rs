@@ -1,0 +1,687 @@
+//! The ranking step on the GPU, batched over queries and graphs: dense similarity, the lexical
+//! blend, anchors, T steps of propagation, top-M inhibition and sigmoid, the hybrid score and
+//! top-k per query, all in one submit with one readback per batch (chunked only where a batch
+//! exceeds the device's limits).
+//!
+//! Must not compute BM25 or turn nodes into episodes: the caller passes each query's BM25
+//! entries and anchors and reads back ranked nodes (`retrieve` does both, as on the CPU).
+
+use std::time::Instant;
+
+use crate::embed::EMBEDDING_DIM;
+use crate::error::{Error, Result};
+
+use super::corpus::Corpus;
+use super::layout::{
+    FLAG_CONCEPTS, FLAG_EDGES, FLAG_PAGERANK, GraphInfo, HIST_CHUNK, MAX_LIST, Params, SELECT_STATE_WORDS, Segment,
+    SelectParams, TILE, WG, record_words,
+};
+use super::registry::Family;
+use super::{Gpu, grid};
+
+/// One query of a batch.
+#[derive(Debug, Clone, Copy)]
+pub struct RankQuery<'a> {
+    /// Index of its graph in the corpus.
+    pub graph: u32,
+    /// Its L2-normalised embedding.
+    pub embedding: &'a [f32],
+    /// Its BM25 scores, (local node id, score > 0), any order.
+    pub lexical: &'a [(u32, f32)],
+    /// Its BM25 anchors (local node ids).
+    pub bm25_anchors: &'a [u32],
+}
+
+/// What the whole batch runs with (one retrieval mode).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RankSettings {
+    /// T.
+    pub steps: usize,
+    /// δ.
+    pub decay: f32,
+    /// β.
+    pub beta: f32,
+    /// M.
+    pub top_m: usize,
+    /// γ.
+    pub gamma: f32,
+    /// θ.
+    pub theta: f32,
+    /// α.
+    pub alpha: f32,
+    /// w of the lexical blend.
+    pub lexical_weight: f32,
+    /// λ1, λ2, λ3.
+    pub lambdas: [f32; 3],
+    /// Propagate over edges (false: the `no-graph` ablation).
+    pub edges: bool,
+    /// Without the fan effect.
+    pub no_fan: bool,
+    /// PageRank enters the score.
+    pub pagerank: bool,
+    /// Dense anchors per query.
+    pub anchor_k: usize,
+    /// Ranked nodes the walk may visit per query (the walk needs more nodes than episodes
+    /// when concepts stand for episodes already taken).
+    pub out_k: usize,
+    /// Episodes handed over per query.
+    pub top_k: usize,
+    /// A concept in the ranking stands for its best linked episode not yet taken.
+    pub concepts: bool,
+}
+
+impl RankSettings {
+    /// Rejects what the kernels cannot run.
+    pub fn check(&self) -> Result<()> {
+        for (what, v) in [
+            ("inhibition_top_m", self.top_m),
+            ("ranked nodes", self.out_k),
+            ("anchor_k", self.anchor_k),
+            ("top_k", self.top_k),
+        ] {
+            if v > MAX_LIST {
+                return Err(Error::Gpu(format!("{what} = {v} exceeds the GPU's selection limit of {MAX_LIST}")));
+            }
+        }
+        Ok(())
+    }
+
+    fn list_cap(&self) -> usize {
+        let m = if self.beta != 0.0 { self.top_m } else { 0 };
+        m.max(self.out_k).max(self.anchor_k).max(1)
+    }
+}
+
+/// One handed-over episode of a query.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RankedHit {
+    /// The ranked node that brought it.
+    pub node: u32,
+    /// The episode's node (the node itself, or a concept's linked episode).
+    pub episode_node: u32,
+    /// The node's score.
+    pub score: f32,
+    /// The node's final activation a(T).
+    pub activation: f32,
+}
+
+/// One query's result on the GPU.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Ranked {
+    /// The episodes handed over, in score order.
+    pub hits: Vec<RankedHit>,
+    /// Whether the ranked nodes read back decided the walk (`top_k` episodes taken, or every
+    /// node seen); when not, the caller ranks the query on the CPU.
+    pub complete: bool,
+    /// a(T) of the top-ranked node: the gate's confidence.
+    pub confidence: f32,
+    /// The dense anchors, best first.
+    pub dense_anchors: Vec<u32>,
+}
+
+/// Timings of the last batch.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct BatchTiming {
+    /// Sub-batches the device's limits split it into (one submit each).
+    pub submits: usize,
+    /// Host preparation and encoding, µs.
+    pub encode_us: f64,
+    /// Submit to readback, µs.
+    pub gpu_us: f64,
+}
+
+/// A stage of the ranking step, for timing one kernel family on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Stage {
+    /// Dense scan of every node embedding and the lexical blend.
+    Similarity,
+    /// One propagation step (SpMM).
+    Propagate,
+    /// Top-M selection on the potentials, inhibition and the sigmoid.
+    InhibitSigmoid,
+    /// Hybrid score, top-k selection and the walk.
+    Score,
+    /// Everything: what one batch costs.
+    Rank,
+}
+
+impl Stage {
+    /// Every stage.
+    pub const ALL: [Stage; 5] = [Stage::Similarity, Stage::Propagate, Stage::InhibitSigmoid, Stage::Score, Stage::Rank];
+
+    /// Name in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::Similarity => "similarity",
+            Stage::Propagate => "propagate",
+            Stage::InhibitSigmoid => "inhibit+sigmoid",
+            Stage::Score => "score+top-k",
+            Stage::Rank => "rank (all)",
+        }
+    }
+}
+
+/// Ranks batches of queries over a resident corpus.
+#[derive(Debug)]
+pub struct Ranker {
+    corpus: Corpus,
+}
+
+impl Ranker {
+    /// Over the graphs of `corpus`.
+    pub fn new(corpus: Corpus) -> Ranker {
+        Ranker { corpus }
+    }
+
+    /// The resident graphs.
+    pub fn corpus(&self) -> &Corpus {
+        &self.corpus
+    }
+
+    /// Times `stage` on `queries` (one sub-batch: they must fit the device's limits): runs the
+    /// whole step once so every buffer holds real values, then encodes the stage `reps` times
+    /// into one submit. Returns µs per repetition, and the bytes one repetition must move at
+    /// the least (each input read once, each output written once).
+    pub fn time_stage(&self, queries: &[RankQuery], s: &RankSettings, stage: Stage, reps: usize) -> Result<(f64, u64)> {
+        s.check()?;
+        let gpu = &self.corpus.gpu;
+        let batch = Batch::new(&self.corpus, queries, s)?;
+        let scopes = gpu.scopes();
+        let mut encoder = gpu.encoder();
+        batch.encode_rank(&mut encoder, s);
+        gpu.finish(encoder, &[(&batch.out, 4)], scopes)?;
+        let scopes = gpu.scopes();
+        let t0 = Instant::now();
+        let mut encoder = gpu.encoder();
+        if stage == Stage::Rank {
+            for _ in 0..reps {
+                batch.encode_rank(&mut encoder, s);
+            }
+        } else {
+            let mut pass = encoder
+                .begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("stage"), timestamp_writes: None });
+            for _ in 0..reps {
+                match stage {
+                    Stage::Similarity => batch.encode_similarity(&mut pass),
+                    Stage::Propagate => batch.encode_propagate(&mut pass, s.no_fan),
+                    Stage::InhibitSigmoid => batch.encode_inhibit_sigmoid(&mut pass),
+                    Stage::Score => batch.encode_score(&mut pass),
+                    Stage::Rank => {}
+                }
+            }
+        }
+        gpu.finish(encoder, &[(&batch.out, 4)], scopes)?;
+        let us = t0.elapsed().as_secs_f64() * 1e6 / reps.max(1) as f64;
+        Ok((us, batch.stage_bytes(stage, s)))
+    }
+
+    /// Ranks `queries`; results in query order.
+    pub fn rank(&self, queries: &[RankQuery], settings: &RankSettings) -> Result<(Vec<Ranked>, BatchTiming)> {
+        settings.check()?;
+        let gpu = &self.corpus.gpu;
+        for (i, q) in queries.iter().enumerate() {
+            if q.graph as usize >= self.corpus.len() {
+                return Err(Error::InvalidArgument(format!("query {i}: unknown graph {}", q.graph)));
+            }
+            if q.embedding.len() != EMBEDDING_DIM {
+                return Err(Error::InvalidArgument(format!("query {i}: embedding of {} values", q.embedding.len())));
+            }
+        }
+        // Queries of one graph next to each other, so tiles of the dense scan share a graph.
+        let mut order: Vec<usize> = (0..queries.len()).collect();
+        order.sort_by_key(|&i| queries[i].graph);
+        let max_dim = gpu.limits().max_compute_workgroups_per_dimension;
+        let budget = gpu.max_binding() / 4;
+        let mut results: Vec<Option<Ranked>> = vec![None; queries.len()];
+        let mut timing = BatchTiming::default();
+        let mut start = 0;
+        while start < order.len() {
+            // Grow the sub-batch while its work arrays fit one binding and its queries one
+            // dispatch dimension.
+            let mut end = start;
+            let mut words = 0u64;
+            while end < order.len() && (end - start) < max_dim as usize {
+                let n = self.corpus.nodes(queries[order[end]].graph as usize) as u64;
+                if end > start && words + n > budget {
+                    break;
+                }
+                words += n;
+                end += 1;
+            }
+            let chunk: Vec<RankQuery> = order[start..end].iter().map(|&i| queries[i]).collect();
+            let t0 = Instant::now();
+            let batch = Batch::new(&self.corpus, &chunk, settings)?;
+            let scopes = gpu.scopes();
+            let mut encoder = gpu.encoder();
+            batch.encode_rank(&mut encoder, settings);
+            let t1 = Instant::now();
+            let words = gpu.finish(encoder, &[(&batch.out, batch.out_bytes())], scopes)?;
+            timing.encode_us += (t1 - t0).as_secs_f64() * 1e6;
+            timing.gpu_us += t1.elapsed().as_secs_f64() * 1e6;
+            timing.submits += 1;
+            for (k, ranked) in batch.parse(&words[0]).into_iter().enumerate() {
+                results[order[start + k]] = Some(ranked);
+            }
+            start = end;
+        }
+        let results = results.into_iter().map(Option::unwrap_or_default).collect();
+        Ok((results, timing))
+    }
+}
+
+/// The buffers of one submit.
+pub(crate) struct Batch<'c> {
+    corpus: &'c Corpus,
+    pub(crate) params: Params,
+    pub(crate) segments: Vec<Segment>,
+    params_buf: wgpu::Buffer,
+    segments_buf: wgpu::Buffer,
+    tiles_buf: wgpu::Buffer,
+    tiles: u32,
+    lexical: wgpu::Buffer,
+    bm25_anchors: wgpu::Buffer,
+    queries: wgpu::Buffer,
+    pub(crate) dense: wgpu::Buffer,
+    pub(crate) sim: wgpu::Buffer,
+    pub(crate) a: wgpu::Buffer,
+    pub(crate) u: wgpu::Buffer,
+    pub(crate) score: wgpu::Buffer,
+    pub(crate) state: wgpu::Buffer,
+    hist: wgpu::Buffer,
+    list: wgpu::Buffer,
+    pub(crate) sorted: wgpu::Buffer,
+    pub(crate) out: wgpu::Buffer,
+    pub(crate) n_max: u32,
+    lex_max_n: u32,
+    pub(crate) work_words: u64,
+    /// Σ over tiles of its graph's node count.
+    tile_nodes: u64,
+}
+
+impl<'c> Batch<'c> {
+    pub(crate) fn new(corpus: &'c Corpus, queries: &[RankQuery], s: &RankSettings) -> Result<Batch<'c>> {
+        let gpu = &corpus.gpu;
+        let list_cap = s.list_cap() as u32;
+        let record = record_words(s.top_k as u32, s.anchor_k as u32);
+        let mut segments = Vec::with_capacity(queries.len());
+        let (mut lexical, mut anchors, mut vectors) =
+            (Vec::new(), Vec::new(), Vec::with_capacity(queries.len() * EMBEDDING_DIM));
+        let mut work = 0u32;
+        let mut n_max = 0;
+        let mut lex_max_n = 0;
+        let mut tiles: Vec<[u32; 2]> = Vec::new();
+        for (q, query) in queries.iter().enumerate() {
+            let info: GraphInfo = corpus.infos[query.graph as usize];
+            let lex_max = query.lexical.iter().map(|&(_, b)| b).fold(0.0f32, f32::max);
+            segments.push(Segment {
+                graph: query.graph,
+                work_off: work,
+                lex_off: lexical.len() as u32,
+                lex_n: query.lexical.len() as u32,
+                lex_max,
+                list_off: q as u32 * list_cap,
+                anchor_off: anchors.len() as u32,
+                anchor_n: query.bm25_anchors.len() as u32,
+            });
+            for &(node, b) in query.lexical {
+                if node >= info.n {
+                    return Err(Error::InvalidArgument(format!("query {q}: BM25 entry for node {node} of {}", info.n)));
+                }
+                lexical.push([node, b.to_bits()]);
+            }
+            for &node in query.bm25_anchors {
+                if node >= info.n {
+                    return Err(Error::InvalidArgument(format!("query {q}: anchor {node} of {}", info.n)));
+                }
+                anchors.push(node);
+            }
+            vectors.extend_from_slice(query.embedding);
+            work += info.n;
+            n_max = n_max.max(info.n);
+            lex_max_n = lex_max_n.max(query.lexical.len() as u32);
+            match tiles.last_mut() {
+                Some(t) if queries[t[0] as usize].graph == query.graph && (t[1] as usize) < TILE => t[1] += 1,
+                _ => tiles.push([q as u32, 1]),
+            }
+        }
+        let nq = queries.len() as u64;
+        let params = Params {
+            n_queries: queries.len() as u32,
+            flags: if s.edges { FLAG_EDGES } else { 0 }
+                | if s.pagerank { FLAG_PAGERANK } else { 0 }
+                | if s.concepts { FLAG_CONCEPTS } else { 0 },
+            top_m: s.top_m as u32,
+            out_k: s.out_k as u32,
+            decay: s.decay,
+            beta: s.beta,
+            gamma: s.gamma,
+            theta: s.theta,
+            alpha: s.alpha,
+            lexical_weight: s.lexical_weight,
+            lambda_similarity: s.lambdas[0],
+            lambda_activation: s.lambdas[1],
+            lambda_pagerank: s.lambdas[2],
+            top_k: s.top_k as u32,
+            damping: 0.0,
+            list_cap,
+            anchor_k: s.anchor_k as u32,
+            record,
+            rounds: 0,
+            _pad: 0,
+        };
+        let w = work as u64 * 4;
+        Ok(Batch {
+            corpus,
+            params_buf: gpu.uniform("params", &params),
+            segments_buf: gpu.upload("segments", &segments)?,
+            tiles_buf: gpu.upload("tiles", &tiles)?,
+            tiles: tiles.len() as u32,
+            lexical: gpu.upload("lexical", &lexical)?,
+            bm25_anchors: gpu.upload("bm25 anchors", &anchors)?,
+            queries: gpu.upload("queries", &vectors)?,
+            dense: gpu.storage("dense", w)?,
+            sim: gpu.storage("sim", w)?,
+            a: gpu.storage("a", w)?,
+            u: gpu.storage("u", w)?,
+            score: gpu.storage("score", w)?,
+            state: gpu.storage("select state", nq * SELECT_STATE_WORDS * 4)?,
+            hist: gpu.storage("histogram", nq * 256 * 4)?,
+            list: gpu.storage("list", nq * list_cap as u64 * 4)?,
+            sorted: gpu.storage("sorted", nq * list_cap as u64 * 4)?,
+            out: gpu.storage("out", nq * record as u64 * 4)?,
+            params,
+            segments,
+            n_max,
+            lex_max_n,
+            work_words: work as u64,
+            tile_nodes: tiles.iter().map(|t| corpus.infos[queries[t[0] as usize].graph as usize].n as u64).sum(),
+        })
+    }
+
+    /// The least bytes one run of `stage` moves: inputs read once, outputs written once.
+    fn stage_bytes(&self, stage: Stage, s: &RankSettings) -> u64 {
+        let work = self.work_words * 4;
+        let c = self.corpus;
+        let nodes: u64 = self.segments.iter().map(|seg| c.infos[seg.graph as usize].n as u64).sum();
+        // Edges of each query's graph, read once per query (queries of one graph gather from
+        // different vectors).
+        let edges: u64 = self
+            .segments
+            .iter()
+            .map(|seg| {
+                let g = c.infos[seg.graph as usize];
+                (c.edge_offsets[(g.node_off + g.n) as usize] - c.edge_offsets[g.node_off as usize]) as u64
+            })
+            .sum();
+        // Each tile of queries reads its graph's embeddings once.
+        let dense = self.tile_nodes * (EMBEDDING_DIM as u64 * 4) + 2 * work;
+        let propagate = nodes * 8 + edges * 12 + 2 * work;
+        let select = |bits: u64| work * (bits / 8 + 1);
+        let inhibit = if s.beta != 0.0 && s.top_m != 0 { select(32) } else { 0 } + 2 * work;
+        let score = 4 * work + select(64);
+        match stage {
+            Stage::Similarity => dense,
+            Stage::Propagate => propagate,
+            Stage::InhibitSigmoid => inhibit,
+            Stage::Score => score,
+            Stage::Rank => dense + select(64) + work + s.steps as u64 * (propagate + inhibit) + score,
+        }
+    }
+
+    pub(crate) fn out_bytes(&self) -> u64 {
+        self.segments.len() as u64 * self.params.record as u64 * 4
+    }
+
+    fn gpu(&self) -> &Gpu {
+        &self.corpus.gpu
+    }
+
+    fn run(
+        &self,
+        pass: &mut wgpu::ComputePass,
+        family: Family,
+        entry: &'static str,
+        bind: &wgpu::BindGroup,
+        x: u32,
+        y: u32,
+        z: u32,
+    ) {
+        let gpu = self.gpu();
+        pass.set_pipeline(&gpu.registry().pipeline(gpu.device(), family, entry));
+        pass.set_bind_group(0, bind, &[]);
+        pass.dispatch_workgroups(x, y, z);
+    }
+
+    /// One workgroup per WG elements of every query.
+    fn per_element(
+        &self,
+        pass: &mut wgpu::ComputePass,
+        family: Family,
+        entry: &'static str,
+        bind: &wgpu::BindGroup,
+        n: u32,
+    ) {
+        let (x, z) = grid(n.div_ceil(WG), self.gpu().limits().max_compute_workgroups_per_dimension);
+        self.run(pass, family, entry, bind, x, self.segments.len() as u32, z);
+    }
+
+    fn per_query(&self, pass: &mut wgpu::ComputePass, family: Family, entry: &'static str, bind: &wgpu::BindGroup) {
+        self.run(pass, family, entry, bind, 1, self.segments.len() as u32, 1);
+    }
+
+    fn bind(&self, family: Family, buffers: &[&wgpu::Buffer]) -> wgpu::BindGroup {
+        self.gpu().registry().bind(self.gpu().device(), family, buffers)
+    }
+
+    pub(crate) fn encode_similarity(&self, pass: &mut wgpu::ComputePass) {
+        let c = self.corpus;
+        let bind = self.bind(
+            Family::Similarity,
+            &[
+                &self.params_buf,
+                &c.graphs,
+                &self.segments_buf,
+                &c.embeddings,
+                &self.queries,
+                &self.tiles_buf,
+                &self.lexical,
+                &self.dense,
+                &self.sim,
+            ],
+        );
+        let (x, z) = grid(self.n_max.div_ceil(WG), self.gpu().limits().max_compute_workgroups_per_dimension);
+        self.run(pass, Family::Similarity, "dense_scan", &bind, x, self.tiles, z);
+        if self.lex_max_n > 0 {
+            self.per_element(pass, Family::Similarity, "lexical_blend", &bind, self.lex_max_n);
+        }
+    }
+
+    /// Selects the `k` largest of `values` per query into `sorted` (64 bits: ids in rank
+    /// order; 32 bits: values, descending).
+    pub(crate) fn encode_select(&self, pass: &mut wgpu::ComputePass, values: &wgpu::Buffer, k: usize, bits: u32) {
+        let c = self.corpus;
+        let sel = self.gpu().uniform("select", &SelectParams { k: k as u32, bits, _pad0: 0, _pad1: 0 });
+        let bind = self.bind(
+            Family::Select,
+            &[
+                &self.params_buf,
+                &c.graphs,
+                &self.segments_buf,
+                values,
+                &self.state,
+                &self.hist,
+                &self.list,
+                &sel,
+                &self.sorted,
+            ],
+        );
+        self.per_query(pass, Family::Select, "select_init", &bind);
+        let (x, z) = grid(self.n_max.div_ceil(HIST_CHUNK), self.gpu().limits().max_compute_workgroups_per_dimension);
+        for _ in 0..bits / 8 {
+            self.run(pass, Family::Select, "select_histogram", &bind, x, self.segments.len() as u32, z);
+            self.per_query(pass, Family::Select, "select_choose", &bind);
+        }
+        self.per_element(pass, Family::Select, "select_gather", &bind, self.n_max);
+        self.per_query(pass, Family::Select, "select_sort", &bind);
+    }
+
+    fn activation_bind(&self) -> wgpu::BindGroup {
+        self.bind(
+            Family::Activation,
+            &[
+                &self.params_buf,
+                &self.corpus.graphs,
+                &self.segments_buf,
+                &self.sim,
+                &self.u,
+                &self.a,
+                &self.state,
+                &self.sorted,
+                &self.bm25_anchors,
+                &self.out,
+            ],
+        )
+    }
+
+    /// a(0): the dense anchors (a 64-bit selection on the cosine) and the BM25 anchors.
+    pub(crate) fn encode_seed(&self, pass: &mut wgpu::ComputePass) {
+        self.encode_select(pass, &self.dense, self.params.anchor_k as usize, 64);
+        let bind = self.activation_bind();
+        self.per_element(pass, Family::Activation, "seed_clear", &bind, self.n_max);
+        self.per_query(pass, Family::Activation, "seed_anchors", &bind);
+    }
+
+    pub(crate) fn encode_propagate(&self, pass: &mut wgpu::ComputePass, no_fan: bool) {
+        let c = self.corpus;
+        let coef = if no_fan { &c.coef_no_fan } else { &c.coef };
+        let bind = self.bind(
+            Family::Propagate,
+            &[&self.params_buf, &c.graphs, &self.segments_buf, &c.ptr, &c.src, coef, &self.a, &self.u],
+        );
+        self.per_element(pass, Family::Propagate, "propagate", &bind, self.n_max);
+    }
+
+    /// Top-M selection on u (skipped when β = 0 or M = 0), then inhibition and the sigmoid.
+    pub(crate) fn encode_inhibit_sigmoid(&self, pass: &mut wgpu::ComputePass) {
+        if self.params.beta != 0.0 && self.params.top_m != 0 {
+            self.encode_select(pass, &self.u, self.params.top_m as usize, 32);
+        }
+        let bind = self.activation_bind();
+        self.per_element(pass, Family::Activation, "inhibit_sigmoid", &bind, self.n_max);
+    }
+
+    /// Hybrid score, the top out_k nodes per query, and the walk into episodes.
+    pub(crate) fn encode_score(&self, pass: &mut wgpu::ComputePass) {
+        let c = self.corpus;
+        let bind = self.bind(
+            Family::Score,
+            &[
+                &self.params_buf,
+                &c.graphs,
+                &self.segments_buf,
+                &self.sim,
+                &self.a,
+                &c.pagerank,
+                &self.score,
+                &self.state,
+                &self.sorted,
+                &c.link_ptr,
+                &c.link_dst,
+                &c.kinds,
+                &self.out,
+            ],
+        );
+        self.per_element(pass, Family::Score, "hybrid", &bind, self.n_max);
+        self.encode_select(pass, &self.score, self.params.out_k as usize, 64);
+        self.run(pass, Family::Score, "walk", &bind, 1, self.segments.len() as u32, 1);
+    }
+
+    /// PageRank for `rounds` rounds from the teleport vectors in `sim` (normalised per query),
+    /// alternating between `a` and `u`, with the dangling mass in `state`. Returns the buffer
+    /// holding the result.
+    pub(crate) fn encode_pagerank(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        damping: f32,
+        rounds: u32,
+    ) -> &wgpu::Buffer {
+        let c = self.corpus;
+        let gpu = self.gpu();
+        let params = Params { damping, rounds, ..self.params };
+        let params_buf = gpu.uniform("pagerank params", &params);
+        if self.work_words > 0 {
+            encoder.copy_buffer_to_buffer(&self.sim, 0, &self.a, 0, self.work_words * 4);
+        }
+        let bind = |from: &wgpu::Buffer, to: &wgpu::Buffer| {
+            self.bind(
+                Family::PageRank,
+                &[
+                    &params_buf,
+                    &c.graphs,
+                    &self.segments_buf,
+                    &c.pr_ptr,
+                    &c.pr_src,
+                    &c.pr_prob,
+                    &c.dangling,
+                    &self.sim,
+                    from,
+                    to,
+                    &self.state,
+                ],
+            )
+        };
+        let forward = bind(&self.a, &self.u);
+        let backward = bind(&self.u, &self.a);
+        let mut pass = encoder
+            .begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("pagerank"), timestamp_writes: None });
+        for r in 0..rounds {
+            let b = if r % 2 == 0 { &forward } else { &backward };
+            self.per_query(&mut pass, Family::PageRank, "pagerank_dangling", b);
+            self.per_element(&mut pass, Family::PageRank, "pagerank_step", b, self.n_max);
+        }
+        if rounds % 2 == 0 { &self.a } else { &self.u }
+    }
+
+    /// The whole ranking step.
+    pub(crate) fn encode_rank(&self, encoder: &mut wgpu::CommandEncoder, s: &RankSettings) {
+        let mut pass =
+            encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("rank"), timestamp_writes: None });
+        self.encode_similarity(&mut pass);
+        self.encode_seed(&mut pass);
+        for _ in 0..s.steps {
+            self.encode_propagate(&mut pass, s.no_fan);
+            self.encode_inhibit_sigmoid(&mut pass);
+        }
+        self.encode_score(&mut pass);
+    }
+
+    /// Splits the output records.
+    pub(crate) fn parse(&self, words: &[u32]) -> Vec<Ranked> {
+        let p = &self.params;
+        let (top_k, anchor_k) = (p.top_k as usize, p.anchor_k as usize);
+        words
+            .chunks_exact(p.record as usize)
+            .take(self.segments.len())
+            .map(|rec| {
+                let hits = (rec[0] as usize).min(top_k);
+                let anchors = (rec[2] as usize).min(anchor_k);
+                let dense = &rec[4 + 4 * top_k..4 + 4 * top_k + anchor_k];
+                Ranked {
+                    hits: rec[4..4 + 4 * hits]
+                        .chunks_exact(4)
+                        .map(|h| RankedHit {
+                            node: h[0],
+                            episode_node: h[1],
+                            score: f32::from_bits(h[2]),
+                            activation: f32::from_bits(h[3]),
+                        })
+                        .collect(),
+                    complete: rec[1] == 1,
+                    confidence: f32::from_bits(rec[3]),
+                    dense_anchors: dense[..anchors].to_vec(),
+                }
+            })
+            .collect()
+    }
+}

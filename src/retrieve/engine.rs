@@ -1,0 +1,216 @@
+//! Retrieval over many conversations' memories at once, on the backend the settings choose:
+//! the CPU engine (`Memory::retrieve`, the reference) or the GPU ranking step (`gpu::ranker`),
+//! which answers a whole batch of queries over all graphs in one submit. Both return the same
+//! [`Retrieval`]s; a GPU error falls back to the CPU for that batch.
+//!
+//! Owns the choice of backend and the fallback. Must not rank by itself: scoring is
+//! `Memory`'s on the CPU and the kernels' on the GPU.
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use super::{Memory, Mode, Query, Retrieval};
+use crate::error::{Error, Result};
+use crate::gpu::corpus::Corpus;
+use crate::gpu::ranker::{RankQuery, Ranker};
+use crate::gpu::{AdapterDescription, Backend, Gpu, GpuConfig};
+
+/// The backend an engine runs on, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Choice {
+    /// `cpu` or `gpu`.
+    pub backend: Backend,
+    /// Why, in words.
+    pub reason: String,
+    /// The adapter, when one was opened.
+    pub adapter: Option<AdapterDescription>,
+}
+
+impl std::fmt::Display for Choice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "backend {}: {}", self.backend.as_str(), self.reason)
+    }
+}
+
+/// What happened to one batch.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct BatchReport {
+    /// Queries in the batch.
+    pub queries: usize,
+    /// Whether the GPU ranked it.
+    pub on_gpu: bool,
+    /// Queries whose GPU readback did not determine the result, answered by the CPU.
+    pub completed_on_cpu: usize,
+    /// A GPU error that sent the whole batch to the CPU.
+    pub fallback: Option<String>,
+    /// Submit-to-readback time on the GPU, µs.
+    pub gpu_us: f64,
+}
+
+/// Memories ready for queries on one backend.
+pub struct Engine {
+    memories: Vec<Memory>,
+    ranker: Option<Ranker>,
+    choice: Choice,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").field("memories", &self.memories.len()).field("choice", &self.choice).finish()
+    }
+}
+
+impl Engine {
+    /// Chooses the backend as `config` says and uploads the graphs when it is the GPU.
+    /// `auto` takes the GPU only when there is a hardware adapter, the largest graph has at
+    /// least `min_nodes` nodes and the settings fit the kernels; `gpu` makes each of those an
+    /// error.
+    pub fn new(memories: Vec<Memory>, config: &GpuConfig) -> Result<Engine> {
+        let largest = memories.iter().map(|m| m.graph().node_count()).max().unwrap_or(0);
+        let cpu = |reason: String, adapter: Option<AdapterDescription>| Engine {
+            memories: Vec::new(),
+            ranker: None,
+            choice: Choice { backend: Backend::Cpu, reason, adapter },
+        };
+        let unsupported = memories.first().and_then(|m| m.rank_settings(Mode::Synapse)).and_then(|s| s.check().err());
+        let mut engine = match config.backend {
+            Backend::Cpu => cpu("--backend cpu".into(), None),
+            Backend::Gpu => {
+                if let Some(e) = unsupported {
+                    return Err(e);
+                }
+                let gpu = Gpu::new().map_err(|e| Error::Gpu(format!("--backend gpu: {e}")))?;
+                let reason = format!("--backend gpu on {}", gpu.adapter());
+                return Engine::on_gpu(memories, gpu, reason);
+            }
+            Backend::Auto if memories.is_empty() => cpu("no memory to search".into(), None),
+            Backend::Auto if largest < config.min_nodes => cpu(
+                format!(
+                    "the largest graph has {largest} nodes, under the {} where the GPU starts to win (gpu.min_nodes)",
+                    config.min_nodes
+                ),
+                None,
+            ),
+            Backend::Auto if unsupported.is_some() => cpu(
+                format!("settings the kernels do not run: {}", unsupported.unwrap_or(Error::Gpu(String::new()))),
+                None,
+            ),
+            Backend::Auto => match Gpu::new() {
+                Err(e) => cpu(format!("{e}"), None),
+                Ok(gpu) if gpu.adapter().device_type == format!("{:?}", wgpu::DeviceType::Cpu) => cpu(
+                    format!("the only adapter, {}, is a software renderer", gpu.adapter()),
+                    Some(gpu.adapter().clone()),
+                ),
+                Ok(gpu) => {
+                    let reason = format!("{} and the largest graph has {largest} nodes", gpu.adapter());
+                    let adapter = gpu.adapter().clone();
+                    match Engine::on_gpu(memories, gpu, reason) {
+                        Ok(engine) => return Ok(engine),
+                        Err(e) => {
+                            return Err(Error::Gpu(format!("{adapter}: uploading the graphs failed: {e}")));
+                        }
+                    }
+                }
+            },
+        };
+        engine.memories = memories;
+        Ok(engine)
+    }
+
+    /// On `gpu`, whatever the sizes.
+    pub fn on_gpu(memories: Vec<Memory>, gpu: Gpu, reason: String) -> Result<Engine> {
+        let inputs: Vec<_> = memories.iter().map(Memory::gpu_input).collect();
+        let corpus = Corpus::upload(&gpu, &inputs)?;
+        let adapter = Some(gpu.adapter().clone());
+        Ok(Engine {
+            memories,
+            ranker: Some(Ranker::new(corpus)),
+            choice: Choice { backend: Backend::Gpu, reason, adapter },
+        })
+    }
+
+    /// On the CPU.
+    pub fn on_cpu(memories: Vec<Memory>) -> Engine {
+        Engine {
+            memories,
+            ranker: None,
+            choice: Choice { backend: Backend::Cpu, reason: "CPU engine".into(), adapter: None },
+        }
+    }
+
+    /// The GPU ranker, when the engine runs on the GPU.
+    pub fn ranker(&self) -> Option<&Ranker> {
+        self.ranker.as_ref()
+    }
+
+    /// The backend and why.
+    pub fn choice(&self) -> &Choice {
+        &self.choice
+    }
+
+    /// The memories, in the order given.
+    pub fn memories(&self) -> &[Memory] {
+        &self.memories
+    }
+
+    /// Runs one query on memory `memory`.
+    pub fn retrieve(&self, memory: usize, query: &Query, mode: Mode) -> Result<Retrieval> {
+        let (mut r, _) = self.retrieve_batch(&[(memory, query)], mode)?;
+        r.pop().ok_or_else(|| Error::Gpu("empty batch result".into()))
+    }
+
+    /// Runs `requests` (memory index, query) in one mode: on the GPU as one batch over all
+    /// graphs for the synapse modes, on the CPU (in parallel over queries) otherwise or after a
+    /// GPU error. Results in request order.
+    pub fn retrieve_batch(&self, requests: &[(usize, &Query)], mode: Mode) -> Result<(Vec<Retrieval>, BatchReport)> {
+        if let Some(&(m, _)) = requests.iter().find(|(m, _)| *m >= self.memories.len()) {
+            return Err(Error::InvalidArgument(format!(
+                "unknown memory {m} (the engine holds {})",
+                self.memories.len()
+            )));
+        }
+        let mut report = BatchReport { queries: requests.len(), ..BatchReport::default() };
+        let cpu = |reqs: &[(usize, &Query)]| -> Vec<Retrieval> {
+            reqs.par_iter().map(|&(m, q)| self.memories[m].retrieve(q, mode)).collect()
+        };
+        let (Some(ranker), Some(settings)) = (&self.ranker, self.memories.first().and_then(|m| m.rank_settings(mode)))
+        else {
+            return Ok((cpu(requests), report));
+        };
+        let lexical: Vec<_> = requests.par_iter().map(|&(m, q)| self.memories[m].lexical(q)).collect();
+        let queries: Vec<RankQuery> = requests
+            .iter()
+            .zip(&lexical)
+            .map(|(&(m, q), l)| RankQuery {
+                graph: m as u32,
+                embedding: &q.embedding,
+                lexical: &l.entries,
+                bm25_anchors: &l.anchors,
+            })
+            .collect();
+        match ranker.rank(&queries, &settings) {
+            Ok((ranked, timing)) => {
+                report.on_gpu = true;
+                report.gpu_us = timing.gpu_us;
+                let finished: Vec<Option<Retrieval>> = requests
+                    .par_iter()
+                    .zip(&lexical)
+                    .zip(&ranked)
+                    .map(|((&(m, q), l), r)| self.memories[m].finish(q, l, r, mode))
+                    .collect();
+                report.completed_on_cpu = finished.iter().filter(|r| r.is_none()).count();
+                let out: Vec<Retrieval> = finished
+                    .into_par_iter()
+                    .zip(requests.par_iter())
+                    .map(|(r, &(m, q))| r.unwrap_or_else(|| self.memories[m].retrieve(q, mode)))
+                    .collect();
+                Ok((out, report))
+            }
+            Err(e) => {
+                tracing::warn!("GPU batch of {} queries failed, answered on the CPU: {e}", requests.len());
+                report.fallback = Some(e.to_string());
+                Ok((cpu(requests), report))
+            }
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! The GPU ranking step against the CPU engine on real data: every question of a real LoCoMo
+//! conversation (and the demo) in every synapse-family mode, as one batch over several graphs.
+//! Runs on whatever adapter there is (Mesa's lavapipe in CI, where `MYELIN_REQUIRE_GPU=1` makes
+//! a missing adapter a failure).
+
+use myelin::config::Config;
+use myelin::embed::Embedder;
+use myelin::gpu::{Backend, GpuConfig, test_gpu};
+use myelin::ingest::{LoadOptions, load_demo, load_path, pipeline::in_memory};
+use myelin::retrieve::engine::Engine;
+use myelin::retrieve::{Memory, Mode, Query, Retrieval, bm25::Analyzer};
+
+use crate::common::{datasets, ok};
+
+const SYNAPSE_MODES: [Mode; 5] = [Mode::Synapse, Mode::NoInhibition, Mode::NoFan, Mode::NoDecay, Mode::NoGraph];
+
+/// Same episodes in the same order, except where the CPU's scores of the two differing nodes
+/// are tied within f32 rounding; signals within 1e-5 relative.
+fn assert_same(cpu: &Retrieval, gpu: &Retrieval, what: &str) {
+    let close = |a: f32, b: f32| (a - b).abs() <= 1e-5 * a.abs().max(b.abs()).max(1e-3);
+    assert!(close(cpu.confidence, gpu.confidence), "{what}: confidence {} vs {}", cpu.confidence, gpu.confidence);
+    assert_eq!(cpu.rejected, gpu.rejected, "{what}: gate");
+    assert_eq!(cpu.anchors, gpu.anchors, "{what}: anchors");
+    assert_eq!(cpu.hits.len(), gpu.hits.len(), "{what}: hit count");
+    for (k, (c, g)) in cpu.hits.iter().zip(&gpu.hits).enumerate() {
+        if c.episode != g.episode {
+            assert!(
+                close(c.signals.score, g.signals.score),
+                "{what}: rank {k}: episode {} vs {} with scores {} vs {}",
+                c.episode,
+                g.episode,
+                c.signals.score,
+                g.signals.score
+            );
+            return;
+        }
+        assert_eq!(c.node, g.node, "{what}: rank {k}");
+        assert!(
+            close(c.signals.score, g.signals.score),
+            "{what}: rank {k} score {} vs {}",
+            c.signals.score,
+            g.signals.score
+        );
+        assert!(
+            close(c.signals.activation.unwrap_or(0.0), g.signals.activation.unwrap_or(0.0)),
+            "{what}: rank {k} activation"
+        );
+        assert_eq!(c.signals.dense, g.signals.dense, "{what}: rank {k} dense");
+        assert_eq!(c.signals.bm25, g.signals.bm25, "{what}: rank {k} bm25");
+    }
+}
+
+#[test]
+fn gpu_batches_over_real_graphs_return_what_the_cpu_returns() {
+    let Some(gpu) = test_gpu() else { return };
+    let Some(data) = datasets() else { return };
+    let config = Config::default();
+    let embedder = Embedder::load(&config.embed).expect("model (scripts/fetch-model.sh)");
+    let mut loaded = load_path(&data.join("locomo/locomo10-dev.json"), &LoadOptions::default()).expect("locomo");
+    let conv = loaded.conversations.iter().position(|c| c.id == "conv-30").expect("conv-30");
+    let conversations =
+        vec![loaded.conversations.swap_remove(conv), load_demo().expect("demo").conversations.remove(0)];
+    let memories: Vec<Memory> =
+        conversations.iter().map(|c| in_memory(c, &embedder, &config).expect("memory")).collect();
+    let mut analyzer = Analyzer::new().expect("analyzer");
+    let mut requests: Vec<(usize, Query)> = Vec::new();
+    for (m, c) in conversations.iter().enumerate() {
+        for q in &c.questions {
+            requests
+                .push((m, Query::new(&mut analyzer, &q.text, embedder.embed_one(&q.text).expect("embed")).expect("q")));
+        }
+    }
+    assert!(requests.len() > 100, "{} questions", requests.len());
+    let cpu_engine = Engine::on_cpu(memories.clone());
+    let gpu_engine = Engine::on_gpu(memories, gpu, "test".into()).expect("upload");
+    let refs: Vec<(usize, &Query)> = requests.iter().map(|(m, q)| (*m, q)).collect();
+    for mode in SYNAPSE_MODES {
+        let (cpu, cpu_report) = cpu_engine.retrieve_batch(&refs, mode).expect("cpu");
+        let (gpu, report) = gpu_engine.retrieve_batch(&refs, mode).expect("gpu");
+        assert!(!cpu_report.on_gpu);
+        assert!(report.on_gpu && report.fallback.is_none(), "{mode}: {report:?}");
+        assert_eq!(report.completed_on_cpu, 0, "{mode}: walks the GPU could not decide");
+        for ((c, g), (_, q)) in cpu.iter().zip(&gpu).zip(&requests) {
+            assert_same(c, g, &format!("{mode}: {}", q.text));
+        }
+    }
+    // A baseline on a GPU engine runs on the CPU and says so.
+    let (_, report) = gpu_engine.retrieve_batch(&refs[..3], Mode::Dense).expect("dense");
+    assert!(!report.on_gpu);
+}
+
+#[test]
+fn auto_explains_its_choice_and_gpu_without_an_adapter_is_an_error() {
+    let config = Config::default();
+    let embedder = Embedder::load(&config.embed).expect("model (scripts/fetch-model.sh)");
+    let demo = load_demo().expect("demo").conversations.remove(0);
+    let memory = in_memory(&demo, &embedder, &config).expect("memory");
+    let auto = Engine::new(vec![memory.clone()], &GpuConfig::default()).expect("auto");
+    assert_eq!(auto.choice().backend, Backend::Cpu);
+    assert!(auto.choice().reason.contains("nodes, under the 20000"), "{}", auto.choice().reason);
+    // With no adapter to be found, `gpu` fails with a message naming the cause.
+    if test_gpu().is_none() {
+        let err = Engine::new(vec![memory], &GpuConfig { backend: Backend::Gpu, ..GpuConfig::default() }).unwrap_err();
+        assert!(err.to_string().contains("--backend gpu: gpu: no usable GPU adapter"), "{err}");
+    } else {
+        let e = Engine::new(vec![memory], &GpuConfig { backend: Backend::Gpu, ..GpuConfig::default() }).expect("gpu");
+        assert_eq!(e.choice().backend, Backend::Gpu);
+        assert!(e.choice().reason.contains("--backend gpu on"), "{}", e.choice().reason);
+    }
+}
+
+#[test]
+fn bench_times_both_backends_and_writes_its_results() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("bench");
+    let store = dir.path().join("store");
+    let backend = if test_gpu().is_some() { "gpu" } else { "cpu" };
+    let args = [
+        "bench",
+        "--nodes",
+        "300,2000",
+        "--batches",
+        "1,9",
+        "--repeat",
+        "1",
+        "--kernel-batch",
+        "4",
+        "--round-trips",
+        "5",
+        "--parity",
+        "--backend",
+        backend,
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let text = ok(&store, &args);
+    assert!(text.contains("synthetic-2000"), "{text}");
+    for f in ["raw.csv", "kernels.csv", "summary.txt", "report.json", "machine.json"] {
+        assert!(out.join(f).is_file(), "{f} missing");
+    }
+    let csv = std::fs::read_to_string(out.join("raw.csv")).expect("csv");
+    assert_eq!(csv.lines().count(), 1 + 4, "{csv}");
+    let r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).expect("json")).expect("json");
+    let rows = r["rows"].as_array().expect("rows");
+    for row in rows {
+        assert!(row["cpu_ms"].as_f64().expect("cpu_ms") > 0.0);
+    }
+    if backend == "gpu" {
+        assert!(text.contains("GPU round trip") && text.contains("goals"), "{text}");
+        assert!(out.join("time-per-query.svg").is_file());
+        let parity = r["parity"].as_array().expect("parity");
+        assert!(parity.len() > 30 && parity.iter().all(|c| c["passed"] == true));
+        for row in rows {
+            assert_eq!(row["identical"], row["compared"], "{row}");
+            assert!(row["gpu_ms"].as_f64().expect("gpu_ms") > 0.0);
+        }
+        let kernels = r["kernels"].as_array().expect("kernels");
+        assert_eq!(kernels.len(), 2 * 5, "five stages per workload");
+    }
+}
+
+#[test]
+fn query_reports_its_backend_and_gpu_answers_like_cpu() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    ok(&store, &["ingest", "datasets/demo.json"]);
+    let run = |backend: &str| -> serde_json::Value {
+        let out =
+            ok(&store, &["query", "--conversation", "demo", "--json", "--backend", backend, "What job did Maya get?"]);
+        serde_json::from_str(&out).expect("json")
+    };
+    let cpu = run("cpu");
+    assert_eq!(cpu["backend"]["backend"], "cpu");
+    let auto = run("auto");
+    assert_eq!(auto["backend"]["backend"], "cpu", "a demo-sized graph stays on the CPU: {}", auto["backend"]);
+    if test_gpu().is_some() {
+        let gpu = run("gpu");
+        assert_eq!(gpu["backend"]["backend"], "gpu");
+        assert_eq!(gpu["episodes"].as_array().map(|e| e.len()), cpu["episodes"].as_array().map(|e| e.len()));
+        for (g, c) in gpu["episodes"].as_array().unwrap().iter().zip(cpu["episodes"].as_array().unwrap()) {
+            assert_eq!(g["turn_id"], c["turn_id"]);
+            assert_eq!(g["rank"], c["rank"]);
+        }
+        assert_eq!(gpu["rejected"], cpu["rejected"]);
+    }
+}
