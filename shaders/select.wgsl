@@ -15,6 +15,11 @@ struct SelectParams {
     _pad1: u32,
 }
 
+// A selection is done early (round = DONE) when a pass finds that every key of the chosen bin
+// belongs to the top k: the prefix then has its lower bits zero and `select_gather` takes every
+// key at or above it.
+const DONE: u32 = 100u;
+
 struct SelectState {
     prefix_hi: u32,
     prefix_lo: u32,
@@ -84,7 +89,7 @@ fn select_histogram(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
     let p = state[q].round;
     let ph = state[q].prefix_hi;
     let pl = state[q].prefix_lo;
-    let live = state[q].remaining > 0u;
+    let live = state[q].remaining > 0u && p < 8u;
     let m = pass_masks(p);
     let begin = (wid.z * nwg.x + wid.x) * HIST_CHUNK;
     if (live) {
@@ -125,7 +130,12 @@ fn select_choose(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
     storageBarrier();
     workgroupBarrier();
     atomicStore(&hist[q * 256u + lid], 0u);
-    if (remaining > 0u && above < remaining && remaining <= above + h) {
+    if (lid == 0u && p < 8u) {
+        state[q].round = p + 1u;
+    }
+    storageBarrier();
+    workgroupBarrier();
+    if (p < 8u && remaining > 0u && above < remaining && remaining <= above + h) {
         let m = pass_masks(p);
         if (p < 4u) {
             state[q].prefix_hi = state[q].prefix_hi | (lid << m.z);
@@ -133,9 +143,10 @@ fn select_choose(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
             state[q].prefix_lo = state[q].prefix_lo | (lid << m.z);
         }
         state[q].remaining = remaining - above;
-    }
-    if (lid == 0u) {
-        state[q].round = p + 1u;
+        // The whole bin is needed: no later pass can change what is taken.
+        if (remaining - above == h) {
+            state[q].round = DONE;
+        }
     }
 }
 
@@ -153,7 +164,8 @@ fn select_gather(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     }
     let hi = fkey(values[s.work_off + i]);
     let ph = state[q].prefix_hi;
-    var take = hi > ph;
+    // 64-bit keys take ties through the low word (prefix_lo is 0 when done in a high pass).
+    var take = hi > ph || (sel.bits == 32u && state[q].round == DONE && hi == ph);
     if (sel.bits == 64u) {
         take = take || (hi == ph && key_lo(i) >= state[q].prefix_lo);
     }
@@ -198,7 +210,7 @@ fn select_sort(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_
     }
     var total = len;
     if (sel.bits == 32u) {
-        let extra = state[q].remaining;
+        let extra = select(state[q].remaining, 0u, state[q].round == DONE);
         let tau = bitcast<u32>(funkey(state[q].prefix_hi));
         for (var e = lid; e < extra; e += WG) {
             if (len + e < params.list_cap) {

@@ -240,6 +240,67 @@ where
     Ok(())
 }
 
+/// One line of a timing plot: (graph nodes, ms per query) points.
+pub struct Series {
+    /// Legend name ("cpu, batch 1").
+    pub name: String,
+    /// (nodes, ms) points, nodes increasing.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// Time per query against graph size, both axes logarithmic, one line per series.
+pub fn timing_svg(title: &str, series: &[Series]) -> std::result::Result<String, String> {
+    let all: Vec<(f64, f64)> =
+        series.iter().flat_map(|s| s.points.iter().copied()).filter(|p| p.0 > 0.0 && p.1 > 0.0).collect();
+    if all.is_empty() {
+        return Err("nothing to plot: no positive points".to_string());
+    }
+    let (x0, x1) = all.iter().fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.0), b.max(p.0)));
+    let (y0, y1) = all.iter().fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.1), b.max(p.1)));
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (900, 600)).into_drawing_area();
+        root.fill(&WHITE).map_err(fail)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", TITLE_FONT))
+            .margin(16)
+            .x_label_area_size(50)
+            .y_label_area_size(70)
+            .build_cartesian_2d((x0 / 1.5..x1 * 1.5).log_scale(), (y0 / 2.0..y1 * 2.0).log_scale())
+            .map_err(fail)?;
+        chart
+            .configure_mesh()
+            .x_desc("graph nodes")
+            .y_desc("ms per query")
+            .axis_desc_style(("sans-serif", AXIS_DESC_FONT))
+            .label_style(("sans-serif", TICK_FONT))
+            .draw()
+            .map_err(fail)?;
+        for (i, s) in series.iter().enumerate() {
+            let c = colour(i);
+            let points: Vec<(f64, f64)> = s.points.iter().copied().filter(|p| p.0 > 0.0 && p.1 > 0.0).collect();
+            chart
+                .draw_series(LineSeries::new(points.clone(), c.stroke_width(LINE_WIDTH)))
+                .map_err(fail)?
+                .label(s.name.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + SWATCH_W, y)], c.stroke_width(LINE_WIDTH + 2))
+                });
+            chart.draw_series(points.iter().map(|&p| Circle::new(p, MARKER_RADIUS, c.filled()))).map_err(fail)?;
+        }
+        chart
+            .configure_series_labels()
+            .label_font(("sans-serif", LEGEND_FONT))
+            .background_style(WHITE.mix(0.9))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperLeft)
+            .draw()
+            .map_err(fail)?;
+        root.present().map_err(fail)?;
+    }
+    Ok(svg)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -424,65 +485,4 @@ mod tests {
         p[0].curves[0].points[5].1 = 1.0;
         assert!(recall_svg("t", &p).is_ok());
     }
-}
-
-/// One line of a timing plot: (graph nodes, ms per query) points.
-pub struct Series {
-    /// Legend name ("cpu, batch 1").
-    pub name: String,
-    /// (nodes, ms) points, nodes increasing.
-    pub points: Vec<(f64, f64)>,
-}
-
-/// Time per query against graph size, both axes logarithmic, one line per series.
-pub fn timing_svg(title: &str, series: &[Series]) -> std::result::Result<String, String> {
-    let all: Vec<(f64, f64)> =
-        series.iter().flat_map(|s| s.points.iter().copied()).filter(|p| p.0 > 0.0 && p.1 > 0.0).collect();
-    if all.is_empty() {
-        return Err("nothing to plot: no positive points".to_string());
-    }
-    let (x0, x1) = all.iter().fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.0), b.max(p.0)));
-    let (y0, y1) = all.iter().fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.1), b.max(p.1)));
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (900, 600)).into_drawing_area();
-        root.fill(&WHITE).map_err(fail)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", TITLE_FONT))
-            .margin(16)
-            .x_label_area_size(50)
-            .y_label_area_size(70)
-            .build_cartesian_2d((x0 / 1.5..x1 * 1.5).log_scale(), (y0 / 2.0..y1 * 2.0).log_scale())
-            .map_err(fail)?;
-        chart
-            .configure_mesh()
-            .x_desc("graph nodes")
-            .y_desc("ms per query")
-            .axis_desc_style(("sans-serif", AXIS_DESC_FONT))
-            .label_style(("sans-serif", TICK_FONT))
-            .draw()
-            .map_err(fail)?;
-        for (i, s) in series.iter().enumerate() {
-            let c = colour(i);
-            let points: Vec<(f64, f64)> = s.points.iter().copied().filter(|p| p.0 > 0.0 && p.1 > 0.0).collect();
-            chart
-                .draw_series(LineSeries::new(points.clone(), c.stroke_width(LINE_WIDTH)))
-                .map_err(fail)?
-                .label(s.name.clone())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + SWATCH_W, y)], c.stroke_width(LINE_WIDTH + 2))
-                });
-            chart.draw_series(points.iter().map(|&p| Circle::new(p, MARKER_RADIUS, c.filled()))).map_err(fail)?;
-        }
-        chart
-            .configure_series_labels()
-            .label_font(("sans-serif", LEGEND_FONT))
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperLeft)
-            .draw()
-            .map_err(fail)?;
-        root.present().map_err(fail)?;
-    }
-    Ok(svg)
 }

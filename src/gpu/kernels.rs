@@ -17,7 +17,7 @@ use crate::retrieve::{dot, rank_order};
 use super::Gpu;
 use super::corpus::{Corpus, GraphInput};
 use super::layout::SELECT_STATE_WORDS;
-use super::ranker::{Batch, RankQuery, RankSettings};
+use super::ranker::{Batch, Pool, RankQuery, RankSettings};
 
 /// The kernel families, batched over queries.
 pub trait Kernels {
@@ -150,7 +150,7 @@ impl GpuKernels {
                 bm25_anchors: &[],
             })
             .collect();
-        let batch = Batch::new(&corpus, &qs, settings)?;
+        let batch = Batch::new(&corpus, &mut Pool::default(), &qs, settings)?;
         body(&batch)
     }
 
@@ -239,7 +239,7 @@ impl Kernels for GpuKernels {
 
     fn similarity(&self, embeddings: &[f32], queries: &[Vec<f32>]) -> Result<Vec<Vec<f32>>> {
         let n = embeddings.len() / EMBEDDING_DIM;
-        if queries.iter().any(|q| q.len() != EMBEDDING_DIM) || embeddings.len() % EMBEDDING_DIM != 0 {
+        if queries.iter().any(|q| q.len() != EMBEDDING_DIM) || !embeddings.len().is_multiple_of(EMBEDDING_DIM) {
             return Err(Error::InvalidArgument(format!("vectors must have {EMBEDDING_DIM} values")));
         }
         let parts = Parts { embeddings: Some(embeddings), queries: Some(queries), ..Parts::default() };

@@ -73,6 +73,8 @@ pub struct AdapterDescription {
     pub backend: String,
     /// Driver name and version.
     pub driver: String,
+    /// A software renderer (Mesa's lavapipe, WARP, SwiftShader): correct but slow.
+    pub software: bool,
 }
 
 impl std::fmt::Display for AdapterDescription {
@@ -120,6 +122,7 @@ impl Gpu {
             device_type: format!("{:?}", info.device_type),
             backend: format!("{:?}", info.backend),
             driver: format!("{} {}", info.driver, info.driver_info).trim().to_string(),
+            software: info.device_type == wgpu::DeviceType::Cpu,
         };
         let limits = adapter.limits();
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
@@ -129,7 +132,15 @@ impl Gpu {
             ..Default::default()
         }))
         .map_err(|e| Error::Gpu(format!("{description}: cannot open the device: {e}")))?;
+        // Errors outside a batch's scopes are logged, not fatal; a lost device fails the next
+        // batch, which then runs on the CPU.
+        device.on_uncaptured_error(std::sync::Arc::new(|e: wgpu::Error| tracing::error!("gpu: {e}")));
+        device.set_device_lost_callback(|reason, message| tracing::error!("gpu device lost ({reason:?}): {message}"));
+        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
         let registry = Registry::new(&device);
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(Error::Gpu(format!("{description}: the kernels do not compile: {e}")));
+        }
         Ok(Gpu { inner: Arc::new(Inner { device, queue, registry, adapter: description, limits }) })
     }
 
@@ -160,7 +171,7 @@ impl Gpu {
 
     /// Largest buffer that can be bound as one storage binding, in bytes.
     pub fn max_binding(&self) -> u64 {
-        (self.inner.limits.max_storage_buffer_binding_size as u64).min(self.inner.limits.max_buffer_size)
+        self.inner.limits.max_storage_buffer_binding_size.min(self.inner.limits.max_buffer_size)
     }
 
     /// A storage buffer holding `data` (at least 16 bytes: bindings may not be empty).
@@ -305,8 +316,8 @@ pub struct ErrorScopes {
 
 impl ErrorScopes {
     fn check(mut self) -> Result<()> {
-        let validation = self.validation.take().map(|g| pollster::block_on(g.pop())).flatten();
-        let oom = self.oom.take().map(|g| pollster::block_on(g.pop())).flatten();
+        let validation = self.validation.take().and_then(|g| pollster::block_on(g.pop()));
+        let oom = self.oom.take().and_then(|g| pollster::block_on(g.pop()));
         if let Some(e) = oom.or(validation) {
             return Err(Error::Gpu(format!("{}: {e}", self.name)));
         }

@@ -162,16 +162,78 @@ impl Stage {
     }
 }
 
-/// Ranks batches of queries over a resident corpus.
+/// Work buffers kept from batch to batch (grow-only): once warm, a batch allocates nothing,
+/// and nothing is cleared that a kernel overwrites anyway.
+#[derive(Debug, Default)]
+pub(crate) struct Pool {
+    buffers: std::collections::HashMap<&'static str, wgpu::Buffer>,
+}
+
+impl Pool {
+    /// A storage buffer of at least `size` bytes.
+    fn storage(&mut self, gpu: &Gpu, name: &'static str, size: u64) -> Result<wgpu::Buffer> {
+        let size = size.max(16).next_multiple_of(4);
+        if let Some(b) = self.buffers.get(name)
+            && b.size() >= size
+        {
+            return Ok(b.clone());
+        }
+        // Room to grow, so slightly larger batches reuse it.
+        let room = size.next_power_of_two().min(gpu.max_binding()).max(size);
+        let buffer = gpu.storage(name, room)?;
+        self.buffers.insert(name, buffer.clone());
+        Ok(buffer)
+    }
+
+    /// A storage buffer holding `data`.
+    fn upload<T: bytemuck::Pod>(&mut self, gpu: &Gpu, name: &'static str, data: &[T]) -> Result<wgpu::Buffer> {
+        let bytes: &[u8] = bytemuck::cast_slice(data);
+        let buffer = self.storage(gpu, name, bytes.len() as u64)?;
+        if !bytes.is_empty() {
+            gpu.queue().write_buffer(&buffer, 0, bytes);
+        }
+        Ok(buffer)
+    }
+}
+
+/// Ranks batches of queries over a resident corpus. Batches run one at a time (they share the
+/// work buffers).
 #[derive(Debug)]
 pub struct Ranker {
     corpus: Corpus,
+    pool: std::sync::Mutex<Pool>,
+    /// Most work-array words per submit (default: the device's largest binding).
+    work_limit: Option<u64>,
+    /// Batches still to fail on purpose (tests of the CPU fallback).
+    fail_next: std::sync::atomic::AtomicUsize,
 }
 
 impl Ranker {
     /// Over the graphs of `corpus`.
     pub fn new(corpus: Corpus) -> Ranker {
-        Ranker { corpus }
+        Ranker {
+            corpus,
+            pool: std::sync::Mutex::new(Pool::default()),
+            work_limit: None,
+            fail_next: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    /// Caps the work-array words of one submit below the device's limit, so tests can check
+    /// that a batch split into several submits returns the same results.
+    #[doc(hidden)]
+    pub fn set_work_limit(&mut self, words: u64) {
+        self.work_limit = Some(words.max(1));
+    }
+
+    /// Makes the next `n` batches fail as a lost device would (tests of the CPU fallback).
+    #[doc(hidden)]
+    pub fn fail_next_batches(&self, n: usize) {
+        self.fail_next.store(n, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn pool(&self) -> std::sync::MutexGuard<'_, Pool> {
+        self.pool.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The resident graphs.
@@ -186,7 +248,8 @@ impl Ranker {
     pub fn time_stage(&self, queries: &[RankQuery], s: &RankSettings, stage: Stage, reps: usize) -> Result<(f64, u64)> {
         s.check()?;
         let gpu = &self.corpus.gpu;
-        let batch = Batch::new(&self.corpus, queries, s)?;
+        let mut pool = self.pool();
+        let batch = Batch::new(&self.corpus, &mut pool, queries, s)?;
         let scopes = gpu.scopes();
         let mut encoder = gpu.encoder();
         batch.encode_rank(&mut encoder, s);
@@ -232,8 +295,18 @@ impl Ranker {
         let mut order: Vec<usize> = (0..queries.len()).collect();
         order.sort_by_key(|&i| queries[i].graph);
         let max_dim = gpu.limits().max_compute_workgroups_per_dimension;
-        let budget = gpu.max_binding() / 4;
+        let budget = self.work_limit.unwrap_or(u64::MAX).min(gpu.max_binding() / 4);
+        let failing = self.fail_next.fetch_update(
+            std::sync::atomic::Ordering::SeqCst,
+            std::sync::atomic::Ordering::SeqCst,
+            |n| n.checked_sub(1),
+        );
+        if failing.is_ok() {
+            return Err(Error::Gpu("injected failure (as a lost device)".into()));
+        }
         let mut results: Vec<Option<Ranked>> = vec![None; queries.len()];
+        // Held until the last readback: the batch's inputs live in the shared buffers.
+        let mut pool = self.pool();
         let mut timing = BatchTiming::default();
         let mut start = 0;
         while start < order.len() {
@@ -251,7 +324,7 @@ impl Ranker {
             }
             let chunk: Vec<RankQuery> = order[start..end].iter().map(|&i| queries[i]).collect();
             let t0 = Instant::now();
-            let batch = Batch::new(&self.corpus, &chunk, settings)?;
+            let batch = Batch::new(&self.corpus, &mut pool, &chunk, settings)?;
             let scopes = gpu.scopes();
             let mut encoder = gpu.encoder();
             batch.encode_rank(&mut encoder, settings);
@@ -300,7 +373,12 @@ pub(crate) struct Batch<'c> {
 }
 
 impl<'c> Batch<'c> {
-    pub(crate) fn new(corpus: &'c Corpus, queries: &[RankQuery], s: &RankSettings) -> Result<Batch<'c>> {
+    pub(crate) fn new(
+        corpus: &'c Corpus,
+        pool: &mut Pool,
+        queries: &[RankQuery],
+        s: &RankSettings,
+    ) -> Result<Batch<'c>> {
         let gpu = &corpus.gpu;
         let list_cap = s.list_cap() as u32;
         let record = record_words(s.top_k as u32, s.anchor_k as u32);
@@ -374,22 +452,22 @@ impl<'c> Batch<'c> {
         Ok(Batch {
             corpus,
             params_buf: gpu.uniform("params", &params),
-            segments_buf: gpu.upload("segments", &segments)?,
-            tiles_buf: gpu.upload("tiles", &tiles)?,
+            segments_buf: pool.upload(gpu, "segments", &segments)?,
+            tiles_buf: pool.upload(gpu, "tiles", &tiles)?,
             tiles: tiles.len() as u32,
-            lexical: gpu.upload("lexical", &lexical)?,
-            bm25_anchors: gpu.upload("bm25 anchors", &anchors)?,
-            queries: gpu.upload("queries", &vectors)?,
-            dense: gpu.storage("dense", w)?,
-            sim: gpu.storage("sim", w)?,
-            a: gpu.storage("a", w)?,
-            u: gpu.storage("u", w)?,
-            score: gpu.storage("score", w)?,
-            state: gpu.storage("select state", nq * SELECT_STATE_WORDS * 4)?,
-            hist: gpu.storage("histogram", nq * 256 * 4)?,
-            list: gpu.storage("list", nq * list_cap as u64 * 4)?,
-            sorted: gpu.storage("sorted", nq * list_cap as u64 * 4)?,
-            out: gpu.storage("out", nq * record as u64 * 4)?,
+            lexical: pool.upload(gpu, "lexical", &lexical)?,
+            bm25_anchors: pool.upload(gpu, "bm25 anchors", &anchors)?,
+            queries: pool.upload(gpu, "queries", &vectors)?,
+            dense: pool.storage(gpu, "dense", w)?,
+            sim: pool.storage(gpu, "sim", w)?,
+            a: pool.storage(gpu, "a", w)?,
+            u: pool.storage(gpu, "u", w)?,
+            score: pool.storage(gpu, "score", w)?,
+            state: pool.storage(gpu, "select state", nq * SELECT_STATE_WORDS * 4)?,
+            hist: pool.storage(gpu, "histogram", nq * 256 * 4)?,
+            list: pool.storage(gpu, "list", nq * list_cap as u64 * 4)?,
+            sorted: pool.storage(gpu, "sorted", nq * list_cap as u64 * 4)?,
+            out: pool.storage(gpu, "out", nq * record as u64 * 4)?,
             params,
             segments,
             n_max,
@@ -443,9 +521,7 @@ impl<'c> Batch<'c> {
         family: Family,
         entry: &'static str,
         bind: &wgpu::BindGroup,
-        x: u32,
-        y: u32,
-        z: u32,
+        [x, y, z]: [u32; 3],
     ) {
         let gpu = self.gpu();
         pass.set_pipeline(&gpu.registry().pipeline(gpu.device(), family, entry));
@@ -463,11 +539,11 @@ impl<'c> Batch<'c> {
         n: u32,
     ) {
         let (x, z) = grid(n.div_ceil(WG), self.gpu().limits().max_compute_workgroups_per_dimension);
-        self.run(pass, family, entry, bind, x, self.segments.len() as u32, z);
+        self.run(pass, family, entry, bind, [x, self.segments.len() as u32, z]);
     }
 
     fn per_query(&self, pass: &mut wgpu::ComputePass, family: Family, entry: &'static str, bind: &wgpu::BindGroup) {
-        self.run(pass, family, entry, bind, 1, self.segments.len() as u32, 1);
+        self.run(pass, family, entry, bind, [1, self.segments.len() as u32, 1]);
     }
 
     fn bind(&self, family: Family, buffers: &[&wgpu::Buffer]) -> wgpu::BindGroup {
@@ -491,7 +567,7 @@ impl<'c> Batch<'c> {
             ],
         );
         let (x, z) = grid(self.n_max.div_ceil(WG), self.gpu().limits().max_compute_workgroups_per_dimension);
-        self.run(pass, Family::Similarity, "dense_scan", &bind, x, self.tiles, z);
+        self.run(pass, Family::Similarity, "dense_scan", &bind, [x, self.tiles, z]);
         if self.lex_max_n > 0 {
             self.per_element(pass, Family::Similarity, "lexical_blend", &bind, self.lex_max_n);
         }
@@ -519,7 +595,7 @@ impl<'c> Batch<'c> {
         self.per_query(pass, Family::Select, "select_init", &bind);
         let (x, z) = grid(self.n_max.div_ceil(HIST_CHUNK), self.gpu().limits().max_compute_workgroups_per_dimension);
         for _ in 0..bits / 8 {
-            self.run(pass, Family::Select, "select_histogram", &bind, x, self.segments.len() as u32, z);
+            self.run(pass, Family::Select, "select_histogram", &bind, [x, self.segments.len() as u32, z]);
             self.per_query(pass, Family::Select, "select_choose", &bind);
         }
         self.per_element(pass, Family::Select, "select_gather", &bind, self.n_max);
@@ -594,7 +670,7 @@ impl<'c> Batch<'c> {
         );
         self.per_element(pass, Family::Score, "hybrid", &bind, self.n_max);
         self.encode_select(pass, &self.score, self.params.out_k as usize, 64);
-        self.run(pass, Family::Score, "walk", &bind, 1, self.segments.len() as u32, 1);
+        self.run(pass, Family::Score, "walk", &bind, [1, self.segments.len() as u32, 1]);
     }
 
     /// PageRank for `rounds` rounds from the teleport vectors in `sim` (normalised per query),
@@ -640,7 +716,7 @@ impl<'c> Batch<'c> {
             self.per_query(&mut pass, Family::PageRank, "pagerank_dangling", b);
             self.per_element(&mut pass, Family::PageRank, "pagerank_step", b, self.n_max);
         }
-        if rounds % 2 == 0 { &self.a } else { &self.u }
+        if rounds.is_multiple_of(2) { &self.a } else { &self.u }
     }
 
     /// The whole ranking step.

@@ -143,6 +143,12 @@ impl Engine {
         self.ranker.as_ref()
     }
 
+    /// The GPU ranker, to adjust (tests).
+    #[doc(hidden)]
+    pub fn ranker_mut(&mut self) -> Option<&mut Ranker> {
+        self.ranker.as_mut()
+    }
+
     /// The backend and why.
     pub fn choice(&self) -> &Choice {
         &self.choice

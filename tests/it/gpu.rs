@@ -58,8 +58,7 @@ fn gpu_batches_over_real_graphs_return_what_the_cpu_returns() {
     let embedder = Embedder::load(&config.embed).expect("model (scripts/fetch-model.sh)");
     let mut loaded = load_path(&data.join("locomo/locomo10-dev.json"), &LoadOptions::default()).expect("locomo");
     let conv = loaded.conversations.iter().position(|c| c.id == "conv-30").expect("conv-30");
-    let conversations =
-        vec![loaded.conversations.swap_remove(conv), load_demo().expect("demo").conversations.remove(0)];
+    let conversations = [loaded.conversations.swap_remove(conv), load_demo().expect("demo").conversations.remove(0)];
     let memories: Vec<Memory> =
         conversations.iter().map(|c| in_memory(c, &embedder, &config).expect("memory")).collect();
     let mut analyzer = Analyzer::new().expect("analyzer");
@@ -84,6 +83,24 @@ fn gpu_batches_over_real_graphs_return_what_the_cpu_returns() {
             assert_same(c, g, &format!("{mode}: {}", q.text));
         }
     }
+    // A batch split into many submits (a tiny work budget) gives the same results.
+    let mut split_engine =
+        Engine::on_gpu(cpu_engine.memories().to_vec(), test_gpu().expect("gpu"), "test".into()).expect("upload");
+    split_engine.ranker_mut().expect("gpu").set_work_limit(2000);
+    let (cpu, _) = cpu_engine.retrieve_batch(&refs, Mode::Synapse).expect("cpu");
+    let (split, report) = split_engine.retrieve_batch(&refs, Mode::Synapse).expect("gpu");
+    assert!(report.on_gpu && report.fallback.is_none());
+    for ((c, g), (_, q)) in cpu.iter().zip(&split).zip(&requests) {
+        assert_same(c, g, &format!("split: {}", q.text));
+    }
+    // A GPU failure mid-run sends that batch to the CPU, says so, and changes nothing.
+    gpu_engine.ranker().expect("gpu").fail_next_batches(1);
+    let (fallen, report) = gpu_engine.retrieve_batch(&refs, Mode::Synapse).expect("fallback");
+    assert!(!report.on_gpu, "{report:?}");
+    assert!(report.fallback.as_deref().is_some_and(|e| e.contains("injected failure")), "{report:?}");
+    assert_eq!(fallen, cpu);
+    let (_, report) = gpu_engine.retrieve_batch(&refs, Mode::Synapse).expect("gpu again");
+    assert!(report.on_gpu, "the next batch is on the GPU again");
     // A baseline on a GPU engine runs on the CPU and says so.
     let (_, report) = gpu_engine.retrieve_batch(&refs[..3], Mode::Dense).expect("dense");
     assert!(!report.on_gpu);
