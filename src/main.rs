@@ -570,7 +570,11 @@ async fn query(
     let embed_ms = t0.elapsed().as_secs_f64() * 1e3;
     let query = Query::new(&mut Analyzer::new()?, question, embedding)?;
     // --explain traces every step of the dynamics, which only the CPU engine records.
-    let engine = if explain { Engine::on_cpu(vec![memory]) } else { Engine::new(vec![memory], &config.gpu)? };
+    let engine = if explain {
+        Engine::on_cpu_because(vec![memory], "--explain traces every step, which only the CPU engine records".into())
+    } else {
+        Engine::new(vec![memory], &config.gpu)?
+    };
     let memory = &engine.memories()[0];
     let t0 = Instant::now();
     let (result, explanations) =

@@ -310,12 +310,13 @@ impl Ranker {
         let mut timing = BatchTiming::default();
         let mut start = 0;
         while start < order.len() {
-            // Grow the sub-batch while its work arrays fit one binding and its queries one
-            // dispatch dimension.
+            // Grow the sub-batch while its work arrays (and its BM25 entries, two words each) fit
+            // one binding and its queries one dispatch dimension.
             let mut end = start;
             let mut words = 0u64;
             while end < order.len() && (end - start) < max_dim as usize {
-                let n = self.corpus.nodes(queries[order[end]].graph as usize) as u64;
+                let q = &queries[order[end]];
+                let n = (self.corpus.nodes(q.graph as usize) as u64).max(2 * q.lexical.len() as u64);
                 if end > start && words + n > budget {
                     break;
                 }
@@ -324,8 +325,8 @@ impl Ranker {
             }
             let chunk: Vec<RankQuery> = order[start..end].iter().map(|&i| queries[i]).collect();
             let t0 = Instant::now();
-            let batch = Batch::new(&self.corpus, &mut pool, &chunk, settings)?;
             let scopes = gpu.scopes();
+            let batch = Batch::new(&self.corpus, &mut pool, &chunk, settings)?;
             let mut encoder = gpu.encoder();
             batch.encode_rank(&mut encoder, settings);
             let t1 = Instant::now();

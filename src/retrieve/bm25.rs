@@ -106,11 +106,10 @@ impl Bm25Index {
         (self.k1, self.b)
     }
 
-    /// The non-zero scores of [`Bm25Index::score_into`] as (document, score), ascending
-    /// document: the same sums, in the same order, without a dense vector.
-    pub fn score_sparse(&self, query_terms: &[String]) -> Vec<(u32, f32)> {
+    /// Calls `add(document, score)` for every posting of the distinct known `query_terms`, term
+    /// by term: summing per document in call order gives each document's BM25 score.
+    fn for_each_posting(&self, query_terms: &[String], mut add: impl FnMut(u32, f32)) {
         let n = self.len() as f32;
-        let mut scores: HashMap<u32, f32> = HashMap::new();
         let mut seen: Vec<u32> = Vec::with_capacity(query_terms.len());
         for t in query_terms {
             let Some(&id) = self.terms.get(t) else { continue };
@@ -123,9 +122,16 @@ impl Bm25Index {
             let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
             for &(d, tf) in list {
                 let tf = tf as f32;
-                *scores.entry(d).or_insert(0.0) += idf * (self.k1 + 1.0) * tf / (tf + self.norm[d as usize]);
+                add(d, idf * (self.k1 + 1.0) * tf / (tf + self.norm[d as usize]));
             }
         }
+    }
+
+    /// The non-zero scores of [`Bm25Index::score_into`] as (document, score), ascending
+    /// document: the same sums, in the same order, without a dense vector.
+    pub fn score_sparse(&self, query_terms: &[String]) -> Vec<(u32, f32)> {
+        let mut scores: HashMap<u32, f32> = HashMap::new();
+        self.for_each_posting(query_terms, |d, s| *scores.entry(d).or_insert(0.0) += s);
         let mut out: Vec<(u32, f32)> = scores.into_iter().filter(|&(_, s)| s != 0.0).collect();
         out.sort_unstable_by_key(|&(d, _)| d);
         out
@@ -134,22 +140,7 @@ impl Bm25Index {
     /// Adds each document's BM25 score for `query_terms` (repeats count once) into `scores`
     /// (`len()` long, zeroed by the caller); documents that match nothing keep 0.
     pub fn score_into(&self, query_terms: &[String], scores: &mut [f32]) {
-        let n = self.len() as f32;
-        let mut seen: Vec<u32> = Vec::with_capacity(query_terms.len());
-        for t in query_terms {
-            let Some(&id) = self.terms.get(t) else { continue };
-            if seen.contains(&id) {
-                continue;
-            }
-            seen.push(id);
-            let list = &self.postings[id as usize];
-            let df = list.len() as f32;
-            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
-            for &(d, tf) in list {
-                let tf = tf as f32;
-                scores[d as usize] += idf * (self.k1 + 1.0) * tf / (tf + self.norm[d as usize]);
-            }
-        }
+        self.for_each_posting(query_terms, |d, s| scores[d as usize] += s);
     }
 }
 

@@ -47,6 +47,11 @@ pub struct BatchReport {
     pub gpu_us: f64,
 }
 
+fn upload(memories: &[Memory], gpu: &Gpu) -> Result<Corpus> {
+    let inputs: Vec<_> = memories.iter().map(Memory::gpu_input).collect();
+    Corpus::upload(gpu, &inputs)
+}
+
 /// Memories ready for queries on one backend.
 pub struct Engine {
     memories: Vec<Memory>,
@@ -92,25 +97,33 @@ impl Engine {
                 None,
             ),
             Backend::Auto if unsupported.is_some() => cpu(
-                format!("settings the kernels do not run: {}", unsupported.unwrap_or(Error::Gpu(String::new()))),
+                format!(
+                    "settings the kernels do not run: {}",
+                    unsupported.as_ref().map(ToString::to_string).unwrap_or_default()
+                ),
                 None,
             ),
             Backend::Auto => match Gpu::new() {
                 Err(e) => cpu(format!("{e}"), None),
-                Ok(gpu) if gpu.adapter().device_type == format!("{:?}", wgpu::DeviceType::Cpu) => cpu(
+                Ok(gpu) if gpu.adapter().software => cpu(
                     format!("the only adapter, {}, is a software renderer", gpu.adapter()),
                     Some(gpu.adapter().clone()),
                 ),
-                Ok(gpu) => {
-                    let reason = format!("{} and the largest graph has {largest} nodes", gpu.adapter());
-                    let adapter = gpu.adapter().clone();
-                    match Engine::on_gpu(memories, gpu, reason) {
-                        Ok(engine) => return Ok(engine),
-                        Err(e) => {
-                            return Err(Error::Gpu(format!("{adapter}: uploading the graphs failed: {e}")));
-                        }
+                Ok(gpu) => match upload(&memories, &gpu) {
+                    Ok(corpus) => {
+                        let reason = format!("{} and the largest graph has {largest} nodes", gpu.adapter());
+                        let adapter = Some(gpu.adapter().clone());
+                        return Ok(Engine {
+                            memories,
+                            ranker: Some(Ranker::new(corpus)),
+                            choice: Choice { backend: Backend::Gpu, reason, adapter },
+                        });
                     }
-                }
+                    Err(e) => cpu(
+                        format!("uploading the graphs to {} failed: {e}", gpu.adapter()),
+                        Some(gpu.adapter().clone()),
+                    ),
+                },
             },
         };
         engine.memories = memories;
@@ -119,8 +132,7 @@ impl Engine {
 
     /// On `gpu`, whatever the sizes.
     pub fn on_gpu(memories: Vec<Memory>, gpu: Gpu, reason: String) -> Result<Engine> {
-        let inputs: Vec<_> = memories.iter().map(Memory::gpu_input).collect();
-        let corpus = Corpus::upload(&gpu, &inputs)?;
+        let corpus = upload(&memories, &gpu)?;
         let adapter = Some(gpu.adapter().clone());
         Ok(Engine {
             memories,
@@ -131,11 +143,12 @@ impl Engine {
 
     /// On the CPU.
     pub fn on_cpu(memories: Vec<Memory>) -> Engine {
-        Engine {
-            memories,
-            ranker: None,
-            choice: Choice { backend: Backend::Cpu, reason: "CPU engine".into(), adapter: None },
-        }
+        Engine::on_cpu_because(memories, "CPU engine".into())
+    }
+
+    /// On the CPU, for the reason given.
+    pub fn on_cpu_because(memories: Vec<Memory>, reason: String) -> Engine {
+        Engine { memories, ranker: None, choice: Choice { backend: Backend::Cpu, reason, adapter: None } }
     }
 
     /// The GPU ranker, when the engine runs on the GPU.
