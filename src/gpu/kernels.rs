@@ -597,6 +597,31 @@ mod tests {
         }
     });
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 24, ..Default::default() })]
+
+        /// Any sizes, any finite values (duplicates and negatives included): the GPU selects
+        /// exactly what the CPU selects.
+        #[test]
+        fn selections_match_the_cpu_on_arbitrary_input(
+            rows in proptest::collection::vec(proptest::collection::vec(-4i32..40, 0..700), 1..4),
+            k in 0usize..200,
+            m in 1usize..80,
+        ) {
+            let Some(gpu) = gpu_kernels() else { return Ok(()) };
+            let n = rows[0].len();
+            let scores: Vec<Vec<f32>> = rows.iter().map(|r| (0..n).map(|i| r.get(i).copied().unwrap_or(0) as f32 / 8.0).collect()).collect();
+            proptest::prop_assert_eq!(gpu.top_k(&scores, k).unwrap(), CpuKernels.top_k(&scores, k).unwrap());
+            let u: Vec<Vec<f32>> = scores.iter().map(|r| r.iter().map(|x| x.abs()).collect()).collect();
+            proptest::prop_assert_eq!(gpu.top_m_values(&u, m).unwrap(), CpuKernels.top_m_values(&u, m).unwrap());
+            let c = ActivationConfig { inhibition_top_m: m, inhibition_beta: 0.1, ..ActivationConfig::default() };
+            let (g, cpu) = (gpu.inhibit_sigmoid(&u, &c).unwrap(), CpuKernels.inhibit_sigmoid(&u, &c).unwrap());
+            for (x, y) in g.iter().flatten().zip(cpu.iter().flatten()) {
+                proptest::prop_assert!((x - y).abs() <= 1e-5 * y.abs().max(1e-3), "{} vs {}", x, y);
+            }
+        }
+    }
+
     #[test]
     fn gpu_matches_cpu_on_every_kernel() {
         let Some(gpu) = gpu_kernels() else { return };

@@ -115,6 +115,20 @@ fn auto_explains_its_choice_and_gpu_without_an_adapter_is_an_error() {
     let auto = Engine::new(vec![memory.clone()], &GpuConfig::default()).expect("auto");
     assert_eq!(auto.choice().backend, Backend::Cpu);
     assert!(auto.choice().reason.contains("nodes, under the 20000"), "{}", auto.choice().reason);
+    // Settings past the kernels' selection limit keep auto on the CPU and make gpu an error.
+    let mut wide = config.retrieve.clone();
+    wide.anchor_k = 2000;
+    let wide_memory = Memory::new("demo", memory.episodes().to_vec(), memory.graph().clone(), wide).expect("memory");
+    let all = GpuConfig { min_nodes: 0, ..GpuConfig::default() };
+    let e = Engine::new(vec![wide_memory.clone()], &all).expect("auto");
+    assert_eq!(e.choice().backend, Backend::Cpu);
+    assert!(
+        e.choice().reason.contains("anchor_k = 2000 exceeds the GPU's selection limit of 1024"),
+        "{}",
+        e.choice().reason
+    );
+    let err = Engine::new(vec![wide_memory], &GpuConfig { backend: Backend::Gpu, ..all }).unwrap_err();
+    assert!(err.to_string().contains("anchor_k = 2000 exceeds"), "{err}");
     // With no adapter to be found, `gpu` fails with a message naming the cause.
     if test_gpu().is_none() {
         let err = Engine::new(vec![memory], &GpuConfig { backend: Backend::Gpu, ..GpuConfig::default() }).unwrap_err();
