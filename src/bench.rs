@@ -139,6 +139,9 @@ pub struct Row {
     pub gpu_qps: Option<f64>,
     /// Queries whose GPU result equals the CPU's exactly (same episodes, same order).
     pub identical: Option<usize>,
+    /// Queries whose results first differ where the two scores are tied within 1e-5
+    /// (relative): f32 rounding, not a defect.
+    pub tie_swaps: Option<usize>,
     /// Queries compared.
     pub compared: usize,
     /// Queries the GPU handed back to the CPU (walk not decided by the nodes read back).
@@ -224,6 +227,7 @@ pub fn run(w: &Workload, gpu: Option<&Gpu>, s: &Settings) -> Result<Vec<Row>> {
             speedup: None,
             gpu_qps: None,
             identical: None,
+            tie_swaps: None,
             compared: cpu_results.len(),
             completed_on_cpu: 0,
         };
@@ -247,12 +251,33 @@ pub fn run(w: &Workload, gpu: Option<&Gpu>, s: &Settings) -> Result<Vec<Row>> {
             row.gpu_device_ms = Some(median(device));
             row.speedup = Some(cpu_ms / gpu_ms);
             row.gpu_qps = Some(1e3 / gpu_ms);
-            let hits = |r: &Retrieval| r.hits.iter().map(|h| h.episode).collect::<Vec<_>>();
-            row.identical = Some(cpu_results.iter().zip(&results).filter(|(c, g)| hits(c) == hits(g)).count());
+            let (identical, ties) = compare(&cpu_results, &results);
+            row.identical = Some(identical);
+            row.tie_swaps = Some(ties);
         }
         rows.push(row);
     }
     Ok(rows)
+}
+
+/// (identical, tied): results with the same episodes in the same order, and results that first
+/// differ at a rank where the CPU's and the GPU's scores are within 1e-5 of each other.
+pub fn compare(cpu: &[Retrieval], gpu: &[Retrieval]) -> (usize, usize) {
+    let mut identical = 0;
+    let mut tied = 0;
+    for (c, g) in cpu.iter().zip(gpu) {
+        match c.hits.iter().zip(&g.hits).find(|(x, y)| x.episode != y.episode) {
+            None if c.hits.len() == g.hits.len() => identical += 1,
+            None => {}
+            Some((x, y)) => {
+                let (a, b) = (x.signals.score, y.signals.score);
+                if (a - b).abs() <= 1e-5 * a.abs().max(b.abs()).max(1e-3) {
+                    tied += 1;
+                }
+            }
+        }
+    }
+    (identical, tied)
 }
 
 /// Times each stage of the GPU ranking step on `w` with `batch` queries.
