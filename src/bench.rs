@@ -182,6 +182,170 @@ pub struct Settings {
     pub mode: Mode,
 }
 
+fn opt(x: Option<impl ToString>) -> String {
+    x.map_or(String::new(), |v| v.to_string())
+}
+
+/// Rows as CSV: one header from the same (name, value) list as the lines, so they cannot drift.
+pub fn csv<T>(rows: &[T], fields: impl Fn(&T) -> Vec<(&'static str, String)>) -> String {
+    let mut out = String::new();
+    for (i, r) in rows.iter().enumerate() {
+        let f = fields(r);
+        if i == 0 {
+            out += &f.iter().map(|(name, _)| *name).collect::<Vec<_>>().join(",");
+            out.push('\n');
+        }
+        let quote = |v: &String| {
+            if v.contains([',', '"', ' ']) { format!("\"{}\"", v.replace('"', "\"\"")) } else { v.clone() }
+        };
+        out += &f.iter().map(|(_, v)| quote(v)).collect::<Vec<_>>().join(",");
+        out.push('\n');
+    }
+    out
+}
+
+impl Row {
+    /// CSV columns.
+    pub fn fields(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("graph", self.graph.clone()),
+            ("graphs", self.graphs.to_string()),
+            ("nodes", self.nodes.to_string()),
+            ("edges", self.edges.to_string()),
+            ("batch", self.batch.to_string()),
+            ("cpu_ms", self.cpu_ms.to_string()),
+            ("gpu_ms", opt(self.gpu_ms)),
+            ("gpu_device_ms", opt(self.gpu_device_ms)),
+            ("speedup", opt(self.speedup)),
+            ("gpu_qps", opt(self.gpu_qps)),
+            ("identical", opt(self.identical)),
+            ("tie_swaps", opt(self.tie_swaps)),
+            ("compared", self.compared.to_string()),
+            ("completed_on_cpu", self.completed_on_cpu.to_string()),
+        ]
+    }
+}
+
+impl KernelRow {
+    /// CSV columns.
+    pub fn fields(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("graph", self.graph.clone()),
+            ("nodes", self.nodes.to_string()),
+            ("batch", self.batch.to_string()),
+            ("stage", self.stage.as_str().to_string()),
+            ("us", self.us.to_string()),
+            ("bytes", self.bytes.to_string()),
+            ("gb_per_s", self.gb_per_s.to_string()),
+            ("of_copy", opt(self.of_copy)),
+        ]
+    }
+}
+
+/// One line of the goals table.
+#[derive(Debug, Clone, Serialize)]
+pub struct Goal {
+    /// What is measured.
+    pub goal: String,
+    /// The target.
+    pub target: String,
+    /// What this run measured ("-" when it could not).
+    pub measured: String,
+}
+
+/// The GPU goals against this run's rows (on the largest synthetic graph) and the floor
+/// (round-trip p50 and p99, µs).
+pub fn goals(rows: &[Row], kernels: &[KernelRow], floor: Option<(f64, f64)>) -> Vec<Goal> {
+    let synthetic: Vec<&Row> = rows.iter().filter(|r| r.graph.starts_with("synthetic")).collect();
+    let largest = synthetic.iter().map(|r| r.nodes).max().unwrap_or(0);
+    let at_batch = |b: Option<usize>| {
+        synthetic
+            .iter()
+            .filter(|r| r.nodes == largest && b.is_none_or(|b| r.batch == b))
+            .max_by_key(|r| r.batch)
+            .copied()
+    };
+    let (single, batched) = (at_batch(Some(1)), at_batch(None));
+    let f = |x: Option<f64>, d: usize| x.map_or("-".to_string(), |v| format!("{v:.d$}"));
+    let goal = |goal: String, target: &str, measured: String| Goal { goal, target: target.to_string(), measured };
+    let batch = batched.map_or(0, |r| r.batch);
+    let mut out = vec![
+        goal(
+            "GPU round trip floor (empty submit, wait, 4-byte readback)".into(),
+            "-",
+            floor.map_or("-".into(), |(p50, p99)| format!("p50 {p50:.1} µs, p99 {p99:.1} µs")),
+        ),
+        goal(
+            format!("one query, {largest}-node graph, GPU end to end"),
+            "≤ 0.5 ms",
+            format!(
+                "{} ms (device {} ms)",
+                f(single.and_then(|r| r.gpu_ms), 3),
+                f(single.and_then(|r| r.gpu_device_ms), 3)
+            ),
+        ),
+        goal(
+            format!("one query, {largest} nodes: GPU / multi-threaded CPU"),
+            "≥ 3×",
+            format!("{}×", f(single.and_then(|r| r.speedup), 1)),
+        ),
+        goal(
+            format!("batch of {batch}, {largest} nodes: GPU / multi-threaded CPU"),
+            "≥ 15×",
+            format!("{}×", f(batched.and_then(|r| r.speedup), 1)),
+        ),
+        goal(
+            format!("queries/s, batch of {batch}, {largest} nodes"),
+            "≥ 20,000",
+            f(batched.and_then(|r| r.gpu_qps), 0),
+        ),
+    ];
+    for (stage, name) in [(Stage::Propagate, "propagation"), (Stage::Similarity, "dense scan")] {
+        let best = kernels
+            .iter()
+            .filter(|k| k.stage == stage && k.nodes == largest)
+            .filter_map(|k| k.of_copy)
+            .reduce(f64::max);
+        out.push(goal(
+            format!("{name} bandwidth, {largest} nodes, of device copy bandwidth"),
+            "≥ 60%",
+            best.map_or("-".to_string(), |x| format!("{:.0}%", 100.0 * x)),
+        ));
+    }
+    for r in rows.iter().filter(|r| !r.graph.starts_with("synthetic") && r.batch == 1) {
+        out.push(goal(
+            format!("{} ({} nodes), one query: GPU / CPU (auto keeps such graphs on the CPU)", r.graph, r.nodes),
+            "auto never slower",
+            format!("{}×", f(r.speedup, 2)),
+        ));
+    }
+    out
+}
+
+/// Time per query against nodes on the synthetic graphs, CPU and GPU, at the smallest and the
+/// largest batch.
+pub fn series(rows: &[Row]) -> Vec<crate::eval::plot::Series> {
+    let synthetic: Vec<&Row> = rows.iter().filter(|r| r.graph.starts_with("synthetic")).collect();
+    let batches: Vec<usize> = [synthetic.iter().map(|r| r.batch).min(), synthetic.iter().map(|r| r.batch).max()]
+        .into_iter()
+        .flatten()
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let mut out = Vec::new();
+    for b in batches {
+        let points = |f: &dyn Fn(&Row) -> Option<f64>| -> Vec<(f64, f64)> {
+            synthetic.iter().filter(|r| r.batch == b).filter_map(|r| f(r).map(|y| (r.nodes as f64, y))).collect()
+        };
+        out.push(crate::eval::plot::Series { name: format!("cpu, batch {b}"), points: points(&|r| Some(r.cpu_ms)) });
+        let gpu = points(&|r| r.gpu_ms);
+        if !gpu.is_empty() {
+            out.push(crate::eval::plot::Series { name: format!("gpu, batch {b}"), points: gpu });
+        }
+    }
+    out
+}
+
 fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(f64::total_cmp);
     xs.get(xs.len() / 2).copied().unwrap_or(0.0)

@@ -1126,67 +1126,19 @@ async fn bench(config: &Config, args: BenchArgs, quiet: bool) -> anyhow::Result<
         }
     );
     println!("{summary}");
+    let round_trip = floor["p50_us"].as_f64().zip(floor["p99_us"].as_f64());
+    let goals = if gpu.is_some() { bench::goals(&rows, &kernel_rows, round_trip) } else { Vec::new() };
     if let Some(dir) = &args.out {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let mut csv = String::from(
-            "graph,graphs,nodes,edges,batch,cpu_ms,gpu_ms,gpu_device_ms,speedup,gpu_qps,identical,compared,completed_on_cpu\n",
-        );
-        let o = |x: Option<f64>| x.map_or(String::new(), |v| v.to_string());
-        for r in &rows {
-            csv += &format!(
-                "\"{}\",{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
-                r.graph,
-                r.graphs,
-                r.nodes,
-                r.edges,
-                r.batch,
-                r.cpu_ms,
-                o(r.gpu_ms),
-                o(r.gpu_device_ms),
-                o(r.speedup),
-                o(r.gpu_qps),
-                r.identical.map_or(String::new(), |i| i.to_string()),
-                r.tie_swaps.map_or(String::new(), |i| i.to_string()),
-                r.compared,
-                r.completed_on_cpu
-            );
-        }
-        std::fs::write(dir.join("raw.csv"), csv)?;
-        let mut kcsv = String::from("graph,nodes,batch,stage,us,bytes,gb_per_s,of_copy\n");
-        for r in &kernel_rows {
-            kcsv += &format!(
-                "\"{}\",{},{},{},{},{},{},{}\n",
-                r.graph,
-                r.nodes,
-                r.batch,
-                r.stage.as_str(),
-                r.us,
-                r.bytes,
-                r.gb_per_s,
-                o(r.of_copy)
-            );
-        }
-        std::fs::write(dir.join("kernels.csv"), kcsv)?;
+        std::fs::write(dir.join("raw.csv"), bench::csv(&rows, Row::fields))?;
+        std::fs::write(dir.join("kernels.csv"), bench::csv(&kernel_rows, KernelRow::fields))?;
         std::fs::write(dir.join("summary.txt"), &summary)?;
         let report = serde_json::json!({
             "machine": machine, "round_trip": floor, "copy_gb_s": copy_gb_s, "parity": parity,
-            "rows": rows, "kernels": kernel_rows,
+            "rows": rows, "kernels": kernel_rows, "goals": goals,
         });
         std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(&report)?)?;
-        let mut series = Vec::new();
-        let synthetic: Vec<&Row> = rows.iter().filter(|r| r.graph.starts_with("synthetic")).collect();
-        for &b in [args.batches.iter().min(), args.batches.iter().max()].iter().flatten() {
-            let at = |f: &dyn Fn(&Row) -> Option<f64>| -> Vec<(f64, f64)> {
-                synthetic.iter().filter(|r| r.batch == *b).filter_map(|r| f(r).map(|y| (r.nodes as f64, y))).collect()
-            };
-            series
-                .push(myelin::eval::plot::Series { name: format!("cpu, batch {b}"), points: at(&|r| Some(r.cpu_ms)) });
-            let gpu_points = at(&|r| r.gpu_ms);
-            if !gpu_points.is_empty() {
-                series.push(myelin::eval::plot::Series { name: format!("gpu, batch {b}"), points: gpu_points });
-            }
-        }
-        series.dedup_by(|a, b| a.name == b.name);
+        let series = bench::series(&rows);
         if series.iter().any(|s| !s.points.is_empty()) {
             let svg = myelin::eval::plot::timing_svg("time per query against graph size", &series)
                 .map_err(|e| anyhow::anyhow!(e))?;
@@ -1195,8 +1147,8 @@ async fn bench(config: &Config, args: BenchArgs, quiet: bool) -> anyhow::Result<
         std::fs::write(dir.join("machine.json"), serde_json::to_string_pretty(&machine)?)?;
         eprintln!("results in {}", dir.display());
     }
-    if gpu.is_some() {
-        println!("{}", goals_table(&rows, &kernel_rows, &floor));
+    if !goals.is_empty() {
+        println!("{}", goals_table(&goals));
     }
     let mismatched: usize =
         rows.iter().map(|r| r.compared - r.identical.unwrap_or(r.compared) - r.tie_swaps.unwrap_or(0)).sum();
@@ -1209,75 +1161,13 @@ async fn bench(config: &Config, args: BenchArgs, quiet: bool) -> anyhow::Result<
     Ok(())
 }
 
-/// The goals against what this run measured (last thing the benchmark prints).
-fn goals_table(rows: &[myelin::bench::Row], kernels: &[myelin::bench::KernelRow], floor: &serde_json::Value) -> String {
-    use myelin::gpu::ranker::Stage;
-    let synthetic: Vec<&myelin::bench::Row> = rows.iter().filter(|r| r.graph.starts_with("synthetic")).collect();
-    let largest = synthetic.iter().map(|r| r.nodes).max().unwrap_or(0);
-    let at = |nodes: usize, batch: Option<usize>| {
-        synthetic
-            .iter()
-            .filter(|r| r.nodes == nodes)
-            .filter(|r| batch.is_none_or(|b| r.batch == b))
-            .max_by_key(|r| r.batch)
-            .copied()
-    };
-    let single = at(largest, Some(1));
-    let batched = at(largest, None);
-    let real_single = rows.iter().filter(|r| !r.graph.starts_with("synthetic") && r.batch == 1).collect::<Vec<_>>();
-    let bw = |stage: Stage| {
-        kernels
-            .iter()
-            .filter(|k| k.stage == stage && k.nodes == largest)
-            .filter_map(|k| k.of_copy)
-            .fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.max(x))))
-    };
-    let f = |x: Option<f64>, d: usize| x.map_or("-".to_string(), |v| format!("{v:.d$}"));
+/// The goals table (last thing the benchmark prints).
+fn goals_table(goals: &[myelin::bench::Goal]) -> String {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
     t.set_header(vec!["goal", "target", "measured"]);
-    t.add_row(vec![
-        "GPU round trip floor (empty submit, wait, 4-byte readback)".to_string(),
-        "-".to_string(),
-        format!("p50 {} µs, p99 {} µs", f(floor["p50_us"].as_f64(), 1), f(floor["p99_us"].as_f64(), 1)),
-    ]);
-    t.add_row(vec![
-        format!("one query, {largest}-node graph, GPU end to end"),
-        "≤ 0.5 ms".to_string(),
-        format!(
-            "{} ms (device {} ms)",
-            f(single.and_then(|r| r.gpu_ms), 3),
-            f(single.and_then(|r| r.gpu_device_ms), 3)
-        ),
-    ]);
-    t.add_row(vec![
-        format!("one query, {largest} nodes: GPU / multi-threaded CPU"),
-        "≥ 3×".to_string(),
-        format!("{}×", f(single.and_then(|r| r.speedup), 1)),
-    ]);
-    t.add_row(vec![
-        format!("batch of {}, {largest} nodes: GPU / multi-threaded CPU", batched.map_or(0, |r| r.batch)),
-        "≥ 15×".to_string(),
-        format!("{}×", f(batched.and_then(|r| r.speedup), 1)),
-    ]);
-    t.add_row(vec![
-        format!("queries/s, batch of {}, {largest} nodes", batched.map_or(0, |r| r.batch)),
-        "≥ 20,000".to_string(),
-        f(batched.and_then(|r| r.gpu_qps), 0),
-    ]);
-    for (stage, name) in [(Stage::Propagate, "propagation"), (Stage::Similarity, "dense scan")] {
-        t.add_row(vec![
-            format!("{name} bandwidth, {largest} nodes, of device copy bandwidth"),
-            "≥ 60%".to_string(),
-            bw(stage).map_or("-".to_string(), |x| format!("{:.0}%", 100.0 * x)),
-        ]);
-    }
-    for r in real_single {
-        t.add_row(vec![
-            format!("{} ({} nodes), one query: GPU / CPU (auto keeps such graphs on the CPU)", r.graph, r.nodes),
-            "auto never slower".to_string(),
-            format!("{}×", f(r.speedup, 2)),
-        ]);
+    for g in goals {
+        t.add_row(vec![g.goal.clone(), g.target.clone(), g.measured.clone()]);
     }
     format!("goals (GPU figures mean something only on a real GPU)\n{t}")
 }

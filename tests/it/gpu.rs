@@ -171,6 +171,8 @@ fn bench_times_both_backends_and_writes_its_results() {
     }
     let csv = std::fs::read_to_string(out.join("raw.csv")).expect("csv");
     assert_eq!(csv.lines().count(), 1 + 4, "{csv}");
+    let columns: Vec<usize> = csv.lines().map(|l| l.split(',').count()).collect();
+    assert!(columns.iter().all(|&c| c == columns[0] && c == 14), "{csv}");
     let r: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("report.json")).expect("json")).expect("json");
     let rows = r["rows"].as_array().expect("rows");
@@ -187,6 +189,7 @@ fn bench_times_both_backends_and_writes_its_results() {
             assert_eq!(Some(same), row["compared"].as_u64(), "{row}");
             assert!(row["gpu_ms"].as_f64().expect("gpu_ms") > 0.0);
         }
+        assert!(r["goals"].as_array().is_some_and(|g| g.len() >= 7), "{}", r["goals"]);
         let kernels = r["kernels"].as_array().expect("kernels");
         assert_eq!(kernels.len(), 2 * 5, "five stages per workload");
     }
