@@ -6,13 +6,15 @@
 # and prints the goals table last. Results go to bench-results/gpu-check-<date>/.
 #   scripts/gpu-check.sh [STORE_DIR...]
 # STORE_DIRs add real graphs (questions embedded once, cached beside them: the model need not
-# be on the machine when the cache is). Without the Vulkan loader, it unpacks .gl/*.deb (see
-# README, "GPU").
+# be on the machine when the cache is). Without the Vulkan loader, it unpacks the .debs in
+# $VULKAN_DEBS (default .gpu-pack/debs; scripts/gpu-pack.sh packs everything for a machine
+# without a toolchain).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+DEBS="${VULKAN_DEBS:-.gpu-pack/debs}"
 if ! ldconfig -p | grep -q 'libvulkan.so.1'; then
-  [ -d .gl ] || { echo "no Vulkan loader (libvulkan1) and no .gl/ to unpack it from" >&2; exit 1; }
-  for f in .gl/*.deb; do dpkg -x "$f" /; done
+  ls "$DEBS"/*.deb >/dev/null 2>&1 || { echo "no Vulkan loader (libvulkan1) and no .deb in $DEBS to unpack" >&2; exit 1; }
+  for f in "$DEBS"/*.deb; do dpkg -x "$f" /; done
   ldconfig
 fi
 ICD=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
