@@ -48,6 +48,13 @@ pub struct BatchReport {
 }
 
 fn upload(memories: &[Memory], gpu: &Gpu) -> Result<Corpus> {
+    if let Some(m) = memories.iter().find(|m| m.config() != memories[0].config()) {
+        return Err(Error::InvalidArgument(format!(
+            "memory '{}' has other retrieval settings than '{}': one engine ranks with one config",
+            m.conversation(),
+            memories[0].conversation()
+        )));
+    }
     let inputs: Vec<_> = memories.iter().map(Memory::gpu_input).collect();
     Corpus::upload(gpu, &inputs)
 }
@@ -130,7 +137,8 @@ impl Engine {
         Ok(engine)
     }
 
-    /// On `gpu`, whatever the sizes.
+    /// On `gpu`, whatever the sizes. The memories must share one retrieval config (a batch
+    /// runs with one set of settings).
     pub fn on_gpu(memories: Vec<Memory>, gpu: Gpu, reason: String) -> Result<Engine> {
         let corpus = upload(&memories, &gpu)?;
         let adapter = Some(gpu.adapter().clone());

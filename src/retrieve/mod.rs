@@ -744,55 +744,36 @@ impl Memory {
 
     /// Walks a node ranking into at most `top_k` distinct episodes: an episode node stands for
     /// itself; a concept (when enabled) for its linked episode that ranks best and is not yet
-    /// taken.
+    /// taken. (`walk` in shaders/score.wgsl is the GPU's twin.)
     fn expand(&self, order: &[u32], signals: impl Fn(usize) -> Signals) -> Vec<Hit> {
         let mut position = vec![u32::MAX; self.graph.node_count()];
         for (p, &i) in order.iter().enumerate() {
             position[i as usize] = p as u32;
         }
-        let pick = |slot: usize, taken: &[bool]| -> Option<Option<u32>> {
-            Some(
-                self.concept_episodes[order[slot] as usize]
-                    .iter()
-                    .copied()
-                    .filter(|&e| !taken[self.episode_of(e) as usize])
-                    .min_by_key(|&e| position[e as usize]),
-            )
-        };
-        self.walk(order, pick, |slot| signals(order[slot] as usize)).unwrap_or_default()
-    }
-
-    /// The walk of [`Memory::expand`] over a ranking prefix; `pick(slot, taken)` names the
-    /// episode node a concept at `slot` stands for, or `None` when the prefix does not tell.
-    /// `None` when the walk needs more than the prefix holds.
-    fn walk(
-        &self,
-        order: &[u32],
-        mut pick: impl FnMut(usize, &[bool]) -> Option<Option<u32>>,
-        signals: impl Fn(usize) -> Signals,
-    ) -> Option<Vec<Hit>> {
         let mut taken = vec![false; self.episodes.len()];
         let mut hits = Vec::with_capacity(self.config.top_k);
-        for (slot, &i) in order.iter().enumerate() {
+        for &i in order {
             if hits.len() >= self.config.top_k {
                 break;
             }
             let episode = match self.graph.nodes[i as usize] {
                 NodeRef::Episode(e) => Some(e),
-                NodeRef::Concept(_) if self.config.concepts_in_results => {
-                    pick(slot, &taken)?.map(|e| self.episode_of(e))
-                }
+                NodeRef::Concept(_) if self.config.concepts_in_results => self.concept_episodes[i as usize]
+                    .iter()
+                    .copied()
+                    .filter(|&e| !taken[self.episode_of(e) as usize])
+                    .min_by_key(|&e| position[e as usize])
+                    .map(|e| self.episode_of(e)),
                 NodeRef::Concept(_) => None,
             };
             if let Some(e) = episode
                 && !taken[e as usize]
             {
                 taken[e as usize] = true;
-                hits.push(Hit { episode: e, node: i, signals: signals(slot) });
+                hits.push(Hit { episode: e, node: i, signals: signals(i as usize) });
             }
         }
-        let complete = hits.len() >= self.config.top_k || order.len() >= self.graph.node_count();
-        complete.then_some(hits)
+        hits
     }
 }
 
