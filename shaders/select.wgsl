@@ -122,11 +122,18 @@ fn select_choose(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
     let h = atomicLoad(&hist[q * 256u + lid]);
     counts[lid] = h;
     workgroupBarrier();
-    // above = number of keys in bins higher than lid.
-    var above = 0u;
-    for (var b = lid + 1u; b < 256u; b++) {
-        above += counts[b];
+    // Suffix sums (Hillis–Steele): counts[b] becomes the number of keys in bins b and above.
+    for (var d = 1u; d < 256u; d <<= 1u) {
+        var v = counts[lid];
+        if (lid + d < 256u) {
+            v += counts[lid + d];
+        }
+        workgroupBarrier();
+        counts[lid] = v;
+        workgroupBarrier();
     }
+    // above = number of keys in bins higher than lid.
+    let above = counts[lid] - h;
     storageBarrier();
     workgroupBarrier();
     atomicStore(&hist[q * 256u + lid], 0u);
