@@ -142,13 +142,16 @@ pub enum Stage {
     InhibitSigmoid,
     /// Hybrid score, top-k selection and the walk.
     Score,
+    /// One PageRank power-iteration round per query (teleport: the query's similarities).
+    PageRank,
     /// Everything: what one batch costs.
     Rank,
 }
 
 impl Stage {
     /// Every stage.
-    pub const ALL: [Stage; 5] = [Stage::Similarity, Stage::Propagate, Stage::InhibitSigmoid, Stage::Score, Stage::Rank];
+    pub const ALL: [Stage; 6] =
+        [Stage::Similarity, Stage::Propagate, Stage::InhibitSigmoid, Stage::Score, Stage::PageRank, Stage::Rank];
 
     /// Name in reports.
     pub fn as_str(self) -> &'static str {
@@ -157,6 +160,7 @@ impl Stage {
             Stage::Propagate => "propagate",
             Stage::InhibitSigmoid => "inhibit+sigmoid",
             Stage::Score => "score+top-k",
+            Stage::PageRank => "pagerank round",
             Stage::Rank => "rank (all)",
         }
     }
@@ -257,20 +261,26 @@ impl Ranker {
         let scopes = gpu.scopes();
         let t0 = Instant::now();
         let mut encoder = gpu.encoder();
-        if stage == Stage::Rank {
-            for _ in 0..reps {
-                batch.encode_rank(&mut encoder, s);
+        match stage {
+            Stage::Rank => {
+                for _ in 0..reps {
+                    batch.encode_rank(&mut encoder, s);
+                }
             }
-        } else {
-            let mut pass = encoder
-                .begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("stage"), timestamp_writes: None });
-            for _ in 0..reps {
-                match stage {
-                    Stage::Similarity => batch.encode_similarity(&mut pass),
-                    Stage::Propagate => batch.encode_propagate(&mut pass, s.no_fan),
-                    Stage::InhibitSigmoid => batch.encode_inhibit_sigmoid(&mut pass),
-                    Stage::Score => batch.encode_score(&mut pass),
-                    Stage::Rank => {}
+            Stage::PageRank => {
+                batch.encode_pagerank(&mut encoder, 0.85, reps as u32);
+            }
+            _ => {
+                let mut pass = encoder
+                    .begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("stage"), timestamp_writes: None });
+                for _ in 0..reps {
+                    match stage {
+                        Stage::Similarity => batch.encode_similarity(&mut pass),
+                        Stage::Propagate => batch.encode_propagate(&mut pass, s.no_fan),
+                        Stage::InhibitSigmoid => batch.encode_inhibit_sigmoid(&mut pass),
+                        Stage::Score => batch.encode_score(&mut pass),
+                        Stage::PageRank | Stage::Rank => {}
+                    }
                 }
             }
         }
@@ -295,7 +305,8 @@ impl Ranker {
         let mut order: Vec<usize> = (0..queries.len()).collect();
         order.sort_by_key(|&i| queries[i].graph);
         let max_dim = gpu.limits().max_compute_workgroups_per_dimension;
-        let budget = self.work_limit.unwrap_or(u64::MAX).min(gpu.max_binding() / 4);
+        // Work arrays are indexed with 32-bit words in WGSL.
+        let budget = self.work_limit.unwrap_or(u64::MAX).min(gpu.max_binding() / 4).min(u32::MAX as u64);
         let failing = self.fail_next.fetch_update(
             std::sync::atomic::Ordering::SeqCst,
             std::sync::atomic::Ordering::SeqCst,
@@ -504,6 +515,8 @@ impl<'c> Batch<'c> {
             Stage::Propagate => propagate,
             Stage::InhibitSigmoid => inhibit,
             Stage::Score => score,
+            // CSR and transition probabilities, p read and written, teleport read.
+            Stage::PageRank => nodes * 4 + edges * 8 + 3 * work,
             Stage::Rank => dense + select(64) + work + s.steps as u64 * (propagate + inhibit) + score,
         }
     }

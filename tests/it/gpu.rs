@@ -191,7 +191,7 @@ fn bench_times_both_backends_and_writes_its_results() {
         }
         assert!(r["goals"].as_array().is_some_and(|g| g.len() >= 7), "{}", r["goals"]);
         let kernels = r["kernels"].as_array().expect("kernels");
-        assert_eq!(kernels.len(), 2 * 5, "five stages per workload");
+        assert_eq!(kernels.len(), 2 * 6, "six stages per workload");
     }
 }
 
