@@ -498,7 +498,7 @@ pub fn copy_bandwidth(gpu: &Gpu, mib: u64) -> Result<f64> {
         for _ in 0..n {
             enc.copy_buffer_to_buffer(&a, 0, &b, 0, size);
         }
-        gpu.finish(enc, &[(&b, 4)], scopes)?;
+        gpu.finish(enc, &[(&b, 4)], scopes, None)?;
         Ok(t0.elapsed().as_secs_f64())
     };
     run(2)?;

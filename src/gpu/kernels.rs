@@ -150,7 +150,8 @@ impl GpuKernels {
                 bm25_anchors: &[],
             })
             .collect();
-        let batch = Batch::new(&corpus, &mut Pool::default(), &qs, settings)?;
+        let mut pool = Pool::default();
+        let batch = Batch::new(&corpus, &mut pool, &qs, settings)?;
         body(&batch)
     }
 
@@ -180,7 +181,7 @@ impl GpuKernels {
             encode(&mut pass);
         }
         let _ = batch;
-        self.gpu.finish(encoder, read, scopes)
+        self.gpu.finish(encoder, read, scopes, None)
     }
 
     /// The sorted selection lists of a batch: (count, list) per query.
@@ -322,7 +323,7 @@ impl Kernels for GpuKernels {
             let scopes = self.gpu.scopes();
             let mut encoder = self.gpu.encoder();
             let result = b.encode_pagerank(&mut encoder, damping, rounds);
-            let words = self.gpu.finish(encoder, &[(result, b.work_words * 4)], scopes)?;
+            let words = self.gpu.finish(encoder, &[(result, b.work_words * 4)], scopes, None)?;
             Ok(Self::split(&words[0], n, teleports.len()))
         })
     }

@@ -226,22 +226,32 @@ impl Gpu {
         Ok(())
     }
 
-    /// Submits `encoder` after copying `regions` (buffer, bytes) into one staging buffer,
-    /// waits, and returns their contents as u32 words, one vector per region. Validation and
-    /// out-of-memory errors raised while encoding and running surface here.
+    /// A buffer the host can map and read, of `size` bytes.
+    pub fn staging(&self, size: u64) -> wgpu::Buffer {
+        self.inner.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("readback"),
+            size: size.max(4).next_multiple_of(4),
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        })
+    }
+
+    /// Submits `encoder` after copying `regions` (buffer, bytes) into one staging buffer (the
+    /// one given when it is large enough, else a new one), waits, and returns their contents as
+    /// u32 words, one vector per region. Validation and out-of-memory errors raised while
+    /// encoding and running surface here.
     pub fn finish(
         &self,
         mut encoder: wgpu::CommandEncoder,
         regions: &[(&wgpu::Buffer, u64)],
         scopes: ErrorScopes,
+        staging: Option<&wgpu::Buffer>,
     ) -> Result<Vec<Vec<u32>>> {
         let total: u64 = regions.iter().map(|(_, s)| s.next_multiple_of(4)).sum::<u64>().max(4);
-        let staging = self.inner.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("readback"),
-            size: total,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
+        let staging = match staging {
+            Some(b) if b.size() >= total => b.clone(),
+            _ => self.staging(total),
+        };
         let mut at = 0;
         for (buffer, size) in regions {
             let size = size.next_multiple_of(4);
@@ -252,7 +262,7 @@ impl Gpu {
         }
         self.inner.queue.submit([encoder.finish()]);
         let (tx, rx) = std::sync::mpsc::channel();
-        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+        staging.slice(..total).map_async(wgpu::MapMode::Read, move |r| {
             let _ = tx.send(r);
         });
         self.inner
@@ -264,7 +274,7 @@ impl Gpu {
             .map_err(|_| Error::Gpu("readback callback dropped".into()))?
             .map_err(|e| Error::Gpu(format!("{}: reading back: {e}", self.inner.adapter.name)))?;
         let view = staging
-            .slice(..)
+            .slice(..total)
             .get_mapped_range()
             .map_err(|e| Error::Gpu(format!("{}: mapping the readback: {e}", self.inner.adapter.name)))?;
         let words: &[u32] = bytemuck::cast_slice(&view);
@@ -296,11 +306,12 @@ impl Gpu {
     /// trip. Returns the samples in microseconds.
     pub fn round_trip_us(&self, n: usize) -> Result<Vec<f64>> {
         let buffer = self.storage("round trip", 16)?;
+        let staging = self.staging(4);
         let mut samples = Vec::with_capacity(n);
         for _ in 0..n {
             let t0 = std::time::Instant::now();
             let scopes = self.scopes();
-            self.finish(self.encoder(), &[(&buffer, 4)], scopes)?;
+            self.finish(self.encoder(), &[(&buffer, 4)], scopes, Some(&staging))?;
             samples.push(t0.elapsed().as_secs_f64() * 1e6);
         }
         Ok(samples)

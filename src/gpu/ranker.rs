@@ -171,6 +171,10 @@ impl Stage {
 #[derive(Debug, Default)]
 pub(crate) struct Pool {
     buffers: std::collections::HashMap<&'static str, wgpu::Buffer>,
+    uniforms: std::collections::HashMap<String, wgpu::Buffer>,
+    /// Bind groups over pooled buffers, reused while none of them is reallocated.
+    binds: std::collections::HashMap<(Family, Vec<wgpu::Buffer>), wgpu::BindGroup>,
+    staging: Option<wgpu::Buffer>,
 }
 
 impl Pool {
@@ -186,7 +190,34 @@ impl Pool {
         let room = size.next_power_of_two().min(gpu.max_binding()).max(size);
         let buffer = gpu.storage(name, room)?;
         self.buffers.insert(name, buffer.clone());
+        // Bind groups over the old buffer would keep it alive.
+        self.binds.clear();
         Ok(buffer)
+    }
+
+    /// A uniform buffer named `name` holding `value` (written before the next submit).
+    fn uniform<T: bytemuck::Pod>(&mut self, gpu: &Gpu, name: String, value: &T) -> wgpu::Buffer {
+        let buffer = self.uniforms.entry(name).or_insert_with_key(|name| gpu.uniform(name, value)).clone();
+        gpu.queue().write_buffer(&buffer, 0, bytemuck::bytes_of(value));
+        buffer
+    }
+
+    /// A bind group of `family` over `buffers`, from the cache when it has one.
+    fn bind(&mut self, gpu: &Gpu, family: Family, buffers: &[&wgpu::Buffer]) -> wgpu::BindGroup {
+        let key = (family, buffers.iter().map(|&b| b.clone()).collect::<Vec<_>>());
+        self.binds.entry(key).or_insert_with(|| gpu.registry().bind(gpu.device(), family, buffers)).clone()
+    }
+
+    /// A readback buffer of at least `size` bytes.
+    fn staging(&mut self, gpu: &Gpu, size: u64) -> wgpu::Buffer {
+        match &self.staging {
+            Some(b) if b.size() >= size => b.clone(),
+            _ => {
+                let b = gpu.staging(size.next_power_of_two());
+                self.staging = Some(b.clone());
+                b
+            }
+        }
     }
 
     /// A storage buffer holding `data`.
@@ -257,7 +288,7 @@ impl Ranker {
         let scopes = gpu.scopes();
         let mut encoder = gpu.encoder();
         batch.encode_rank(&mut encoder, s);
-        gpu.finish(encoder, &[(&batch.out, 4)], scopes)?;
+        gpu.finish(encoder, &[(&batch.out, 4)], scopes, None)?;
         let scopes = gpu.scopes();
         let t0 = Instant::now();
         let mut encoder = gpu.encoder();
@@ -284,7 +315,7 @@ impl Ranker {
                 }
             }
         }
-        gpu.finish(encoder, &[(&batch.out, 4)], scopes)?;
+        gpu.finish(encoder, &[(&batch.out, 4)], scopes, None)?;
         let us = t0.elapsed().as_secs_f64() * 1e6 / reps.max(1) as f64;
         Ok((us, batch.stage_bytes(stage, s)))
     }
@@ -341,7 +372,8 @@ impl Ranker {
             let mut encoder = gpu.encoder();
             batch.encode_rank(&mut encoder, settings);
             let t1 = Instant::now();
-            let words = gpu.finish(encoder, &[(&batch.out, batch.out_bytes())], scopes)?;
+            let staging = batch.staging(batch.out_bytes());
+            let words = gpu.finish(encoder, &[(&batch.out, batch.out_bytes())], scopes, Some(&staging))?;
             timing.encode_us += (t1 - t0).as_secs_f64() * 1e6;
             timing.gpu_us += t1.elapsed().as_secs_f64() * 1e6;
             timing.submits += 1;
@@ -358,6 +390,7 @@ impl Ranker {
 /// The buffers of one submit.
 pub(crate) struct Batch<'c> {
     corpus: &'c Corpus,
+    pool: std::cell::RefCell<&'c mut Pool>,
     pub(crate) params: Params,
     pub(crate) segments: Vec<Segment>,
     params_buf: wgpu::Buffer,
@@ -387,7 +420,7 @@ pub(crate) struct Batch<'c> {
 impl<'c> Batch<'c> {
     pub(crate) fn new(
         corpus: &'c Corpus,
-        pool: &mut Pool,
+        pool: &'c mut Pool,
         queries: &[RankQuery],
         s: &RankSettings,
     ) -> Result<Batch<'c>> {
@@ -461,25 +494,42 @@ impl<'c> Batch<'c> {
             _pad: 0,
         };
         let w = work as u64 * 4;
+        let params_buf = pool.uniform(gpu, "params".into(), &params);
+        let segments_buf = pool.upload(gpu, "segments", &segments)?;
+        let tiles_buf = pool.upload(gpu, "tiles", &tiles)?;
+        let lexical = pool.upload(gpu, "lexical", &lexical)?;
+        let bm25_anchors = pool.upload(gpu, "bm25 anchors", &anchors)?;
+        let query_vectors = pool.upload(gpu, "queries", &vectors)?;
+        let dense = pool.storage(gpu, "dense", w)?;
+        let sim = pool.storage(gpu, "sim", w)?;
+        let a = pool.storage(gpu, "a", w)?;
+        let u = pool.storage(gpu, "u", w)?;
+        let score = pool.storage(gpu, "score", w)?;
+        let state = pool.storage(gpu, "select state", nq * SELECT_STATE_WORDS * 4)?;
+        let hist = pool.storage(gpu, "histogram", nq * 256 * 4)?;
+        let list = pool.storage(gpu, "list", nq * list_cap as u64 * 4)?;
+        let sorted = pool.storage(gpu, "sorted", nq * list_cap as u64 * 4)?;
+        let out = pool.storage(gpu, "out", nq * record as u64 * 4)?;
         Ok(Batch {
             corpus,
-            params_buf: gpu.uniform("params", &params),
-            segments_buf: pool.upload(gpu, "segments", &segments)?,
-            tiles_buf: pool.upload(gpu, "tiles", &tiles)?,
+            pool: std::cell::RefCell::new(pool),
+            params_buf,
+            segments_buf,
+            tiles_buf,
             tiles: tiles.len() as u32,
-            lexical: pool.upload(gpu, "lexical", &lexical)?,
-            bm25_anchors: pool.upload(gpu, "bm25 anchors", &anchors)?,
-            queries: pool.upload(gpu, "queries", &vectors)?,
-            dense: pool.storage(gpu, "dense", w)?,
-            sim: pool.storage(gpu, "sim", w)?,
-            a: pool.storage(gpu, "a", w)?,
-            u: pool.storage(gpu, "u", w)?,
-            score: pool.storage(gpu, "score", w)?,
-            state: pool.storage(gpu, "select state", nq * SELECT_STATE_WORDS * 4)?,
-            hist: pool.storage(gpu, "histogram", nq * 256 * 4)?,
-            list: pool.storage(gpu, "list", nq * list_cap as u64 * 4)?,
-            sorted: pool.storage(gpu, "sorted", nq * list_cap as u64 * 4)?,
-            out: pool.storage(gpu, "out", nq * record as u64 * 4)?,
+            lexical,
+            bm25_anchors,
+            queries: query_vectors,
+            dense,
+            sim,
+            a,
+            u,
+            score,
+            state,
+            hist,
+            list,
+            sorted,
+            out,
             params,
             segments,
             n_max,
@@ -561,7 +611,17 @@ impl<'c> Batch<'c> {
     }
 
     fn bind(&self, family: Family, buffers: &[&wgpu::Buffer]) -> wgpu::BindGroup {
-        self.gpu().registry().bind(self.gpu().device(), family, buffers)
+        self.pool.borrow_mut().bind(self.gpu(), family, buffers)
+    }
+
+    /// A pooled uniform holding `value`.
+    fn uniform<T: bytemuck::Pod>(&self, name: String, value: &T) -> wgpu::Buffer {
+        self.pool.borrow_mut().uniform(self.gpu(), name, value)
+    }
+
+    /// The pooled readback buffer, at least `size` bytes.
+    pub(crate) fn staging(&self, size: u64) -> wgpu::Buffer {
+        self.pool.borrow_mut().staging(self.gpu(), size)
     }
 
     pub(crate) fn encode_similarity(&self, pass: &mut wgpu::ComputePass) {
@@ -591,7 +651,7 @@ impl<'c> Batch<'c> {
     /// order; 32 bits: values, descending).
     pub(crate) fn encode_select(&self, pass: &mut wgpu::ComputePass, values: &wgpu::Buffer, k: usize, bits: u32) {
         let c = self.corpus;
-        let sel = self.gpu().uniform("select", &SelectParams { k: k as u32, bits, _pad0: 0, _pad1: 0 });
+        let sel = self.uniform(format!("select {k} {bits}"), &SelectParams { k: k as u32, bits, _pad0: 0, _pad1: 0 });
         let bind = self.bind(
             Family::Select,
             &[
@@ -697,9 +757,9 @@ impl<'c> Batch<'c> {
         rounds: u32,
     ) -> &wgpu::Buffer {
         let c = self.corpus;
-        let gpu = self.gpu();
+
         let params = Params { damping, rounds, ..self.params };
-        let params_buf = gpu.uniform("pagerank params", &params);
+        let params_buf = self.uniform("pagerank params".into(), &params);
         if self.work_words > 0 {
             encoder.copy_buffer_to_buffer(&self.sim, 0, &self.a, 0, self.work_words * 4);
         }
