@@ -14,12 +14,13 @@ use serde::Serialize;
 
 use crate::embed::EMBEDDING_DIM;
 use crate::error::Result;
+use crate::eval::percentile;
 use crate::gpu::Gpu;
 use crate::gpu::ranker::{RankQuery, Stage};
 use crate::graph::NodeRef;
 use crate::graph::synthetic::{self, Shape};
 use crate::retrieve::bm25::Analyzer;
-use crate::retrieve::engine::Engine;
+use crate::retrieve::engine::{Engine, rank_query};
 use crate::retrieve::{Memory, Mode, Query, Retrieval, RetrieveConfig};
 use crate::store::Episode;
 
@@ -37,6 +38,11 @@ pub struct Workload {
 }
 
 impl Workload {
+    /// A GPU engine over its memories (uploads them).
+    pub fn on_gpu(&self, gpu: &Gpu) -> Result<Engine> {
+        Engine::on_gpu(self.memories.clone(), gpu.clone(), "bench".into())
+    }
+
     /// Nodes of the largest graph.
     pub fn nodes(&self) -> usize {
         self.memories.iter().map(|m| m.graph().node_count()).max().unwrap_or(0)
@@ -348,16 +354,13 @@ pub fn series(rows: &[Row]) -> Vec<crate::eval::plot::Series> {
 
 fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(f64::total_cmp);
-    xs.get(xs.len() / 2).copied().unwrap_or(0.0)
+    percentile(&xs, 0.5)
 }
 
-/// Times the CPU and (when given) the GPU on `w` for each batch size.
-pub fn run(w: &Workload, gpu: Option<&Gpu>, s: &Settings) -> Result<Vec<Row>> {
+/// Times the CPU and (when given: an engine over `w`'s memories) the GPU on `w` for each
+/// batch size.
+pub fn run(w: &Workload, gpu_engine: Option<&Engine>, s: &Settings) -> Result<Vec<Row>> {
     let cpu = Engine::on_cpu(w.memories.clone());
-    let gpu_engine = match gpu {
-        Some(g) => Some(Engine::on_gpu(w.memories.clone(), g.clone(), "bench".into())?),
-        None => None,
-    };
     let mut rows = Vec::new();
     for &b in &s.batches {
         if w.queries.is_empty() {
@@ -395,7 +398,7 @@ pub fn run(w: &Workload, gpu: Option<&Gpu>, s: &Settings) -> Result<Vec<Row>> {
             compared: cpu_results.len(),
             completed_on_cpu: 0,
         };
-        if let Some(engine) = &gpu_engine {
+        if let Some(engine) = gpu_engine {
             engine.retrieve_batch(&batch, s.mode)?; // warm-up: pipelines, buffers
             let (mut times, mut device) = (Vec::new(), Vec::new());
             let mut results = Vec::new();
@@ -444,9 +447,15 @@ pub fn compare(cpu: &[Retrieval], gpu: &[Retrieval]) -> (usize, usize) {
     (identical, tied)
 }
 
-/// Times each stage of the GPU ranking step on `w` with `batch` queries.
-pub fn kernels(w: &Workload, gpu: &Gpu, batch: usize, reps: usize, copy_gb_s: Option<f64>) -> Result<Vec<KernelRow>> {
-    let engine = Engine::on_gpu(w.memories.clone(), gpu.clone(), "bench".into())?;
+/// Times each stage of the GPU ranking step on `engine` (over `w`'s memories) with `batch`
+/// queries.
+pub fn kernels(
+    w: &Workload,
+    engine: &Engine,
+    batch: usize,
+    reps: usize,
+    copy_gb_s: Option<f64>,
+) -> Result<Vec<KernelRow>> {
     let Some(settings) = w.memories.first().and_then(|m| m.rank_settings(Mode::Synapse)) else { return Ok(Vec::new()) };
     let lexical: Vec<_> = (0..batch)
         .map(|i| {
@@ -457,12 +466,7 @@ pub fn kernels(w: &Workload, gpu: &Gpu, batch: usize, reps: usize, copy_gb_s: Op
     let queries: Vec<RankQuery> = (0..batch)
         .map(|i| {
             let (m, q) = &w.queries[i % w.queries.len()];
-            RankQuery {
-                graph: *m as u32,
-                embedding: &q.embedding,
-                lexical: &lexical[i].entries,
-                bm25_anchors: &lexical[i].anchors,
-            }
+            rank_query(*m, q, &lexical[i])
         })
         .collect();
     let Some(ranker) = engine.ranker() else { return Ok(Vec::new()) };
@@ -510,8 +514,7 @@ pub fn copy_bandwidth(gpu: &Gpu, mib: u64) -> Result<f64> {
 pub fn percentiles(samples: &[f64]) -> (f64, f64) {
     let mut s = samples.to_vec();
     s.sort_by(f64::total_cmp);
-    let at = |p: f64| s.get(((s.len() as f64 - 1.0) * p).round() as usize).copied().unwrap_or(0.0);
-    (at(0.5), at(0.99))
+    (percentile(&s, 0.5), percentile(&s, 0.99))
 }
 
 #[cfg(test)]
@@ -524,7 +527,8 @@ mod tests {
         assert_eq!(w.nodes(), 600);
         assert_eq!(w.queries.len(), 8);
         let settings = Settings { batches: vec![1, 8], repeat: 1, cpu_queries: 8, mode: Mode::Synapse };
-        let rows = run(&w, crate::gpu::test_gpu().as_ref(), &settings).unwrap();
+        let gpu = crate::gpu::test_gpu().map(|g| w.on_gpu(&g).unwrap());
+        let rows = run(&w, gpu.as_ref(), &settings).unwrap();
         assert_eq!(rows.len(), 2);
         for r in &rows {
             assert!(r.cpu_ms > 0.0);

@@ -1033,11 +1033,6 @@ async fn bench(config: &Config, args: BenchArgs, quiet: bool) -> anyhow::Result<
         _ => QueryCache { model: "all-MiniLM-L6-v2".into(), ..QueryCache::default() },
     };
     let mut embedder = None;
-    let mut workloads: Vec<Box<dyn FnOnce() -> anyhow::Result<bench::Workload>>> = Vec::new();
-    for &n in &args.nodes {
-        let r = config.retrieve.clone();
-        workloads.push(Box::new(move || Ok(bench::synthetic(n, max_batch, 7, &r)?)));
-    }
     let mut real = Vec::new();
     for dir in &args.real {
         real.push(real_workload(dir, config, &mut cache, &mut embedder).await?);
@@ -1047,19 +1042,21 @@ async fn bench(config: &Config, args: BenchArgs, quiet: bool) -> anyhow::Result<
     {
         std::fs::write(p, serde_json::to_vec(&cache)?).with_context(|| format!("writing {}", p.display()))?;
     }
-    for w in real {
-        workloads.push(Box::new(move || Ok(w)));
-    }
     let progress = progress_bar(quiet, "workloads")?;
-    progress.set_length(workloads.len() as u64);
-    for make in workloads {
+    progress.set_length((args.nodes.len() + real.len()) as u64);
+    // Synthetic workloads are built one at a time, as they are timed.
+    let synthetic = args.nodes.iter().map(|&n| Ok(bench::synthetic(n, max_batch, 7, &config.retrieve)?));
+    let mut workloads = synthetic.chain(real.into_iter().map(anyhow::Ok));
+    loop {
         let t0 = Instant::now();
-        let w = make()?;
+        let Some(w) = workloads.next() else { break };
+        let w = w?;
         progress.set_message(w.name.clone());
         let build_s = t0.elapsed().as_secs_f64();
-        let got = bench::run(&w, gpu.as_ref(), &settings)?;
-        if let (Some(g), true) = (&gpu, args.kernel_batch > 0) {
-            kernel_rows.extend(bench::kernels(&w, g, args.kernel_batch, 5, copy_gb_s)?);
+        let engine = gpu.as_ref().map(|g| w.on_gpu(g)).transpose()?;
+        let got = bench::run(&w, engine.as_ref(), &settings)?;
+        if let (Some(engine), true) = (&engine, args.kernel_batch > 0) {
+            kernel_rows.extend(bench::kernels(&w, engine, args.kernel_batch, 5, copy_gb_s)?);
         }
         progress.println(format!("{}: built in {build_s:.1} s, {} nodes, {} edges", w.name, w.nodes(), w.edges()));
         rows.extend(got);

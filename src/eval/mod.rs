@@ -431,8 +431,19 @@ fn latency(values: &mut [f64]) -> Latency {
         return Latency { p50: 0.0, p95: 0.0, mean: 0.0 };
     }
     values.sort_by(f64::total_cmp);
-    let pick = |q: f64| values[((q * values.len() as f64).ceil() as usize).clamp(1, values.len()) - 1];
-    Latency { p50: pick(0.5), p95: pick(0.95), mean: values.iter().sum::<f64>() / values.len() as f64 }
+    Latency {
+        p50: percentile(values, 0.5),
+        p95: percentile(values, 0.95),
+        mean: values.iter().sum::<f64>() / values.len() as f64,
+    }
+}
+
+/// The nearest-rank `q`-quantile of ascending `sorted` values (0 when there are none).
+pub fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    sorted[((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1]
 }
 
 #[cfg(test)]

@@ -167,12 +167,8 @@ impl GpuKernels {
         (0..queries).map(|q| words[q * n..(q + 1) * n].iter().map(|&b| f32::from_bits(b)).collect()).collect()
     }
 
-    fn run(
-        &self,
-        batch: &Batch,
-        encode: impl FnOnce(&mut wgpu::ComputePass),
-        read: &[(&wgpu::Buffer, u64)],
-    ) -> Result<Vec<Vec<u32>>> {
+    /// Encodes one compute pass, submits it and reads `read` back.
+    fn run(&self, encode: impl FnOnce(&mut wgpu::ComputePass), read: &[(&wgpu::Buffer, u64)]) -> Result<Vec<Vec<u32>>> {
         let scopes = self.gpu.scopes();
         let mut encoder = self.gpu.encoder();
         {
@@ -180,11 +176,10 @@ impl GpuKernels {
                 .begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("kernel"), timestamp_writes: None });
             encode(&mut pass);
         }
-        let _ = batch;
         self.gpu.finish(encoder, read, scopes, None)
     }
 
-    /// The sorted selection lists of a batch: (count, list) per query.
+    /// The sorted selection list of each query, read back as (state, sorted).
     fn selection(&self, batch: &Batch, words: &[Vec<u32>], queries: usize) -> Vec<Vec<u32>> {
         let cap = batch.params.list_cap as usize;
         (0..queries)
@@ -245,7 +240,7 @@ impl Kernels for GpuKernels {
         }
         let parts = Parts { embeddings: Some(embeddings), queries: Some(queries), ..Parts::default() };
         self.with_batch(n, queries.len(), parts, &stage_settings(0, 0, 0.0), |b| {
-            let words = self.run(b, |p| b.encode_similarity(p), &[(&b.dense, b.work_words * 4)])?;
+            let words = self.run(|p| b.encode_similarity(p), &[(&b.dense, b.work_words * 4)])?;
             Ok(Self::split(&words[0], n, queries.len()))
         })
     }
@@ -258,7 +253,7 @@ impl Kernels for GpuKernels {
         let parts = Parts { spreading: Some(spreading), ..Parts::default() };
         self.with_batch(n, a.len(), parts, &s, |b| {
             self.write(&b.a, a);
-            let words = self.run(b, |p| b.encode_propagate(p, false), &[(&b.u, b.work_words * 4)])?;
+            let words = self.run(|p| b.encode_propagate(p, false), &[(&b.u, b.work_words * 4)])?;
             Ok(Self::split(&words[0], n, a.len()))
         })
     }
@@ -269,7 +264,7 @@ impl Kernels for GpuKernels {
         self.with_batch(n, scores.len(), Parts::default(), &stage_settings(k, 0, 0.0), |b| {
             self.write(&b.score, scores);
             let read = [(&b.state, scores.len() as u64 * SELECT_STATE_WORDS * 4), (&b.sorted, b.sorted.size())];
-            let words = self.run(b, |p| b.encode_select(p, &b.score, k, 64), &read)?;
+            let words = self.run(|p| b.encode_select(p, &b.score, k, 64), &read)?;
             Ok(self.selection(b, &words, scores.len()))
         })
     }
@@ -280,7 +275,7 @@ impl Kernels for GpuKernels {
         self.with_batch(n, u.len(), Parts::default(), &stage_settings(0, m, 1.0), |b| {
             self.write(&b.u, u);
             let read = [(&b.state, u.len() as u64 * SELECT_STATE_WORDS * 4), (&b.sorted, b.sorted.size())];
-            let words = self.run(b, |p| b.encode_select(p, &b.u, m, 32), &read)?;
+            let words = self.run(|p| b.encode_select(p, &b.u, m, 32), &read)?;
             Ok(self
                 .selection(b, &words, u.len())
                 .into_iter()
@@ -297,7 +292,7 @@ impl Kernels for GpuKernels {
         s.theta = c.sigmoid_theta;
         self.with_batch(n, u.len(), Parts::default(), &s, |b| {
             self.write(&b.u, u);
-            let words = self.run(b, |p| b.encode_inhibit_sigmoid(p), &[(&b.a, b.work_words * 4)])?;
+            let words = self.run(|p| b.encode_inhibit_sigmoid(p), &[(&b.a, b.work_words * 4)])?;
             Ok(Self::split(&words[0], n, u.len()))
         })
     }

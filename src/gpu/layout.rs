@@ -120,8 +120,14 @@ pub const WG: u32 = 256;
 /// Elements per workgroup of `select_histogram` (`HIST_CHUNK`).
 pub const HIST_CHUNK: u32 = 4096;
 
+/// Words before the hits in a query's output record: hits, complete, dense anchors, confidence
+/// (`rec_hits` in common.wgsl).
+pub const RECORD_HEADER: usize = 4;
+/// Words per hit: node, episode node, score, activation.
+pub const HIT_WORDS: usize = 4;
+
 /// Words of a query's output record for `top_k` hits and `anchor_k` dense anchors (see `rec_*`
 /// in common.wgsl).
 pub fn record_words(top_k: u32, anchor_k: u32) -> u32 {
-    4 + 4 * top_k + anchor_k
+    (RECORD_HEADER + HIT_WORDS * top_k as usize) as u32 + anchor_k
 }

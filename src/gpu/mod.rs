@@ -177,14 +177,7 @@ impl Gpu {
     /// A storage buffer holding `data` (at least 16 bytes: bindings may not be empty).
     pub fn upload<T: bytemuck::Pod>(&self, label: &str, data: &[T]) -> Result<wgpu::Buffer> {
         let bytes: &[u8] = bytemuck::cast_slice(data);
-        let size = (bytes.len() as u64).max(16).next_multiple_of(4);
-        self.check_size(label, size)?;
-        let buffer = self.inner.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some(label),
-            size,
-            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
-            mapped_at_creation: false,
-        });
+        let buffer = self.storage(label, bytes.len() as u64)?;
         if !bytes.is_empty() {
             self.inner.queue.write_buffer(&buffer, 0, bytes);
         }

@@ -13,8 +13,8 @@ use crate::error::{Error, Result};
 
 use super::corpus::Corpus;
 use super::layout::{
-    FLAG_CONCEPTS, FLAG_EDGES, FLAG_PAGERANK, GraphInfo, HIST_CHUNK, MAX_LIST, Params, SELECT_STATE_WORDS, Segment,
-    SelectParams, TILE, WG, record_words,
+    FLAG_CONCEPTS, FLAG_EDGES, FLAG_PAGERANK, GraphInfo, HIST_CHUNK, HIT_WORDS, MAX_LIST, Params, RECORD_HEADER,
+    SELECT_STATE_WORDS, Segment, SelectParams, TILE, WG, record_words,
 };
 use super::registry::Family;
 use super::{Gpu, grid};
@@ -124,8 +124,6 @@ pub struct Ranked {
 pub struct BatchTiming {
     /// Sub-batches the device's limits split it into (one submit each).
     pub submits: usize,
-    /// Host preparation and encoding, µs.
-    pub encode_us: f64,
     /// Submit to readback, µs.
     pub gpu_us: f64,
 }
@@ -197,9 +195,17 @@ impl Pool {
 
     /// A uniform buffer named `name` holding `value` (written before the next submit).
     fn uniform<T: bytemuck::Pod>(&mut self, gpu: &Gpu, name: String, value: &T) -> wgpu::Buffer {
-        let buffer = self.uniforms.entry(name).or_insert_with_key(|name| gpu.uniform(name, value)).clone();
-        gpu.queue().write_buffer(&buffer, 0, bytemuck::bytes_of(value));
-        buffer
+        match self.uniforms.get(&name) {
+            Some(buffer) => {
+                gpu.queue().write_buffer(buffer, 0, bytemuck::bytes_of(value));
+                buffer.clone()
+            }
+            None => {
+                let buffer = gpu.uniform(&name, value);
+                self.uniforms.insert(name, buffer.clone());
+                buffer
+            }
+        }
     }
 
     /// A bind group of `family` over `buffers`, from the cache when it has one.
@@ -366,7 +372,6 @@ impl Ranker {
                 end += 1;
             }
             let chunk: Vec<RankQuery> = order[start..end].iter().map(|&i| queries[i]).collect();
-            let t0 = Instant::now();
             let scopes = gpu.scopes();
             let batch = Batch::new(&self.corpus, &mut pool, &chunk, settings)?;
             let mut encoder = gpu.encoder();
@@ -374,7 +379,6 @@ impl Ranker {
             let t1 = Instant::now();
             let staging = batch.staging(batch.out_bytes());
             let words = gpu.finish(encoder, &[(&batch.out, batch.out_bytes())], scopes, Some(&staging))?;
-            timing.encode_us += (t1 - t0).as_secs_f64() * 1e6;
             timing.gpu_us += t1.elapsed().as_secs_f64() * 1e6;
             timing.submits += 1;
             for (k, ranked) in batch.parse(&words[0]).into_iter().enumerate() {
@@ -744,7 +748,7 @@ impl<'c> Batch<'c> {
         );
         self.per_element(pass, Family::Score, "hybrid", &bind, self.n_max);
         self.encode_select(pass, &self.score, self.params.out_k as usize, 64);
-        self.run(pass, Family::Score, "walk", &bind, [1, self.segments.len() as u32, 1]);
+        self.per_query(pass, Family::Score, "walk", &bind);
     }
 
     /// PageRank for `rounds` rounds from the teleport vectors in `sim` (normalised per query),
@@ -757,7 +761,6 @@ impl<'c> Batch<'c> {
         rounds: u32,
     ) -> &wgpu::Buffer {
         let c = self.corpus;
-
         let params = Params { damping, rounds, ..self.params };
         let params_buf = self.uniform("pagerank params".into(), &params);
         if self.work_words > 0 {
@@ -816,10 +819,11 @@ impl<'c> Batch<'c> {
             .map(|rec| {
                 let hits = (rec[0] as usize).min(top_k);
                 let anchors = (rec[2] as usize).min(anchor_k);
-                let dense = &rec[4 + 4 * top_k..4 + 4 * top_k + anchor_k];
+                let anchors_at = RECORD_HEADER + HIT_WORDS * top_k;
+                let dense = &rec[anchors_at..anchors_at + anchor_k];
                 Ranked {
-                    hits: rec[4..4 + 4 * hits]
-                        .chunks_exact(4)
+                    hits: rec[RECORD_HEADER..RECORD_HEADER + HIT_WORDS * hits]
+                        .chunks_exact(HIT_WORDS)
                         .map(|h| RankedHit {
                             node: h[0],
                             episode_node: h[1],

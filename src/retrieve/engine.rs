@@ -9,7 +9,7 @@
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::{Memory, Mode, Query, Retrieval};
+use super::{Lexical, Memory, Mode, Query, Retrieval};
 use crate::error::{Error, Result};
 use crate::gpu::corpus::Corpus;
 use crate::gpu::ranker::{RankQuery, Ranker};
@@ -39,6 +39,8 @@ pub struct BatchReport {
     pub queries: usize,
     /// Whether the GPU ranked it.
     pub on_gpu: bool,
+    /// Submits the GPU needed (more than one when the batch exceeds the device's limits).
+    pub submits: usize,
     /// Queries whose GPU readback did not determine the result, answered by the CPU.
     pub completed_on_cpu: usize,
     /// A GPU error that sent the whole batch to the CPU.
@@ -57,6 +59,16 @@ fn upload(memories: &[Memory], gpu: &Gpu) -> Result<Corpus> {
     }
     let inputs: Vec<_> = memories.iter().map(Memory::gpu_input).collect();
     Corpus::upload(gpu, &inputs)
+}
+
+/// What the GPU ranks for `query` on memory `memory`, whose lexical evidence is `lexical`.
+pub fn rank_query<'a>(memory: usize, query: &'a Query, lexical: &'a Lexical) -> RankQuery<'a> {
+    RankQuery {
+        graph: memory as u32,
+        embedding: &query.embedding,
+        lexical: &lexical.entries,
+        bm25_anchors: &lexical.anchors,
+    }
 }
 
 /// Memories ready for queries on one backend.
@@ -119,12 +131,7 @@ impl Engine {
                 Ok(gpu) => match upload(&memories, &gpu) {
                     Ok(corpus) => {
                         let reason = format!("{} and the largest graph has {largest} nodes", gpu.adapter());
-                        let adapter = Some(gpu.adapter().clone());
-                        return Ok(Engine {
-                            memories,
-                            ranker: Some(Ranker::new(corpus)),
-                            choice: Choice { backend: Backend::Gpu, reason, adapter },
-                        });
+                        return Ok(Engine::with_corpus(memories, corpus, &gpu, reason));
                     }
                     Err(e) => cpu(
                         format!("uploading the graphs to {} failed: {e}", gpu.adapter()),
@@ -141,12 +148,16 @@ impl Engine {
     /// runs with one set of settings).
     pub fn on_gpu(memories: Vec<Memory>, gpu: Gpu, reason: String) -> Result<Engine> {
         let corpus = upload(&memories, &gpu)?;
+        Ok(Engine::with_corpus(memories, corpus, &gpu, reason))
+    }
+
+    fn with_corpus(memories: Vec<Memory>, corpus: Corpus, gpu: &Gpu, reason: String) -> Engine {
         let adapter = Some(gpu.adapter().clone());
-        Ok(Engine {
+        Engine {
             memories,
             ranker: Some(Ranker::new(corpus)),
             choice: Choice { backend: Backend::Gpu, reason, adapter },
-        })
+        }
     }
 
     /// On the CPU.
@@ -205,20 +216,12 @@ impl Engine {
             return Ok((cpu(requests), report));
         };
         let lexical: Vec<_> = requests.par_iter().map(|&(m, q)| self.memories[m].lexical(q)).collect();
-        let queries: Vec<RankQuery> = requests
-            .iter()
-            .zip(&lexical)
-            .map(|(&(m, q), l)| RankQuery {
-                graph: m as u32,
-                embedding: &q.embedding,
-                lexical: &l.entries,
-                bm25_anchors: &l.anchors,
-            })
-            .collect();
+        let queries: Vec<RankQuery> = requests.iter().zip(&lexical).map(|(&(m, q), l)| rank_query(m, q, l)).collect();
         match ranker.rank(&queries, &settings) {
             Ok((ranked, timing)) => {
                 report.on_gpu = true;
                 report.gpu_us = timing.gpu_us;
+                report.submits = timing.submits;
                 let finished: Vec<Option<Retrieval>> = requests
                     .par_iter()
                     .zip(&lexical)

@@ -90,6 +90,7 @@ fn gpu_batches_over_real_graphs_return_what_the_cpu_returns() {
     let (cpu, _) = cpu_engine.retrieve_batch(&refs, Mode::Synapse).expect("cpu");
     let (split, report) = split_engine.retrieve_batch(&refs, Mode::Synapse).expect("gpu");
     assert!(report.on_gpu && report.fallback.is_none());
+    assert!(report.submits > 1, "{report:?}");
     for ((c, g), (_, q)) in cpu.iter().zip(&split).zip(&requests) {
         assert_same(c, g, &format!("split: {}", q.text));
     }
