@@ -73,7 +73,7 @@ fn bench(c: &mut Criterion) {
             let mut i = 0;
             b.iter(|| {
                 i = (i + 1) % n;
-                f.memory.retrieve(&f.queries[i], mode)
+                f.memory.retrieve(&f.queries[i], mode).expect("retrieve")
             })
         });
     }

@@ -538,7 +538,11 @@ mod tests {
         }
         // Queries near an episode find it: lexical and dense evidence point at it.
         let memory = &w.memories[0];
-        let found = w.queries.iter().filter(|(_, q)| !memory.retrieve(q, Mode::Synapse).hits.is_empty()).count();
+        let found = w
+            .queries
+            .iter()
+            .filter(|(_, q)| memory.retrieve(q, Mode::Synapse).is_ok_and(|r| !r.hits.is_empty()))
+            .count();
         assert_eq!(found, 8);
     }
 }

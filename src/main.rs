@@ -15,7 +15,10 @@ use myelin::config::Config;
 use myelin::conversation::SourceFormat;
 use myelin::embed::Embedder;
 use myelin::eval::plot::{Curve, Panel, recall_svg};
-use myelin::eval::{EvalOptions, Report, evaluate};
+use myelin::eval::{EvalOptions, Report, evaluate, load, training_examples};
+use myelin::gnn::FeatureSet;
+use myelin::gnn::relevance::{Card, card_path};
+use myelin::gnn::train::TrainOptions;
 use myelin::gpu::Backend;
 use myelin::ingest::pipeline::{IngestSummary, LoadedInput, build_missing_graphs, ingest_loaded};
 use myelin::retrieve::bm25::Analyzer;
@@ -70,8 +73,8 @@ enum Command {
         conversation: String,
         /// The question.
         question: String,
-        /// Retrieval mode: dense, bm25, rrf, linear, ppr, synapse, no-inhibition, no-fan,
-        /// no-decay, no-graph.
+        /// Retrieval mode: dense, bm25, rrf, linear, ppr, synapse, synapse-gnn, no-inhibition,
+        /// no-fan, no-decay, no-graph.
         #[arg(long, default_value = "synapse")]
         mode: String,
         #[command(flatten)]
@@ -110,6 +113,56 @@ enum Command {
         /// Draw recall@k against k per mode, one panel per group, to this SVG file.
         #[arg(long)]
         plot: Option<PathBuf>,
+    },
+    /// Train the learned relevance (GraphSAGE) of `synapse-gnn` on the evidence labels of some
+    /// conversations, stopping early on others; writes the weights and their card (`.json`).
+    TrainGnn {
+        /// Training data: LoCoMo files, BEAM conversation directories, or folders of them.
+        #[arg(long, required = true, num_args = 1..)]
+        train: Vec<PathBuf>,
+        /// Validation data (other conversations): early stopping and the signal's weight.
+        #[arg(long, required = true, num_args = 1..)]
+        val: Vec<PathBuf>,
+        /// Only these conversations of the training inputs (comma-separated ids).
+        #[arg(long, value_delimiter = ',')]
+        train_conversations: Vec<String>,
+        /// Only these conversations of the validation inputs (comma-separated ids).
+        #[arg(long, value_delimiter = ',')]
+        val_conversations: Vec<String>,
+        /// Weights file to write; the card goes beside it as `<name>.json`.
+        #[arg(long)]
+        out: PathBuf,
+        /// Node features: signals (query-relative scalars), product (and query ⊙ embedding) or
+        /// seed (type, importance, age and embedding: ignores the query).
+        #[arg(long, default_value = "signals")]
+        features: String,
+        /// Width of the GraphSAGE layers.
+        #[arg(long, default_value_t = 128)]
+        hidden: usize,
+        /// Most epochs.
+        #[arg(long, default_value_t = 60)]
+        epochs: usize,
+        /// Epochs without a better validation recall@10 before stopping.
+        #[arg(long, default_value_t = 8)]
+        patience: usize,
+        /// AdamW learning rate.
+        #[arg(long, default_value_t = 3e-3)]
+        lr: f64,
+        /// Questions per mini-batch.
+        #[arg(long, default_value_t = 16)]
+        batch: usize,
+        /// Seed of the initialisation and the batch order.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Ignore the subgraph's edges (each node sees only its own features): the ablation
+        /// that measures what the graph adds.
+        #[arg(long)]
+        no_edges: bool,
+        #[command(flatten)]
+        tuning: RetrieveFlags,
+        /// Print the card as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Time the ranking step on the CPU and the GPU: synthetic graphs of growing size and the
     /// real graphs of stores, batches of queries; parity, bandwidth, round-trip floor.
@@ -242,6 +295,13 @@ struct RetrieveFlags {
     /// Smallest largest-graph size at which auto takes the GPU [gpu.min_nodes, default 20000].
     #[arg(long)]
     gpu_min_nodes: Option<usize>,
+    /// Weights of the learned relevance of synapse-gnn, card beside them as .json
+    /// [retrieve.gnn.weights, default: the shipped model].
+    #[arg(long)]
+    gnn_weights: Option<PathBuf>,
+    /// Weight λ4 of the learned relevance [retrieve.gnn.weight, default: the model card's].
+    #[arg(long)]
+    gnn_weight: Option<f32>,
 }
 
 impl RetrieveFlags {
@@ -260,6 +320,12 @@ impl RetrieveFlags {
         }
         if let Some(n) = self.gpu_min_nodes {
             config.gpu.min_nodes = n;
+        }
+        if let Some(p) = &self.gnn_weights {
+            config.retrieve.gnn.weights = Some(p.clone());
+        }
+        if let Some(w) = self.gnn_weight {
+            config.retrieve.gnn.weight = Some(w);
         }
         let r = &mut config.retrieve;
         let a = &mut r.activation;
@@ -346,6 +412,38 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let options = EvalOptions { modes, calibrate, max_false_refusal };
             let args = EvalArgs { dataset, path, conversations, json, plot };
             runtime.block_on(eval(&store, &config, args, &options, cli.quiet))?;
+        }
+        Command::TrainGnn {
+            train,
+            val,
+            train_conversations,
+            val_conversations,
+            out,
+            features,
+            hidden,
+            epochs,
+            patience,
+            lr,
+            batch,
+            seed,
+            no_edges,
+            tuning,
+            json,
+        } => {
+            tuning.apply(&mut config)?;
+            let options = TrainOptions {
+                features: FeatureSet::parse(&features)?,
+                hidden,
+                epochs,
+                patience,
+                lr,
+                batch,
+                seed,
+                edges: !no_edges,
+                ..TrainOptions::default()
+            };
+            let args = TrainArgs { train, val, train_conversations, val_conversations, out, json };
+            runtime.block_on(train_gnn(&store, &config, args, options, cli.quiet))?;
         }
         Command::Bench {
             nodes,
@@ -578,7 +676,7 @@ async fn query(
     let memory = &engine.memories()[0];
     let t0 = Instant::now();
     let (result, explanations) =
-        if explain { memory.explain(&query, mode) } else { (engine.retrieve(0, &query, mode)?, Vec::new()) };
+        if explain { memory.explain(&query, mode)? } else { (engine.retrieve(0, &query, mode)?, Vec::new()) };
     let retrieve_ms = t0.elapsed().as_secs_f64() * 1e3;
     let threshold = mode.is_synapse().then_some(config.retrieve.gate_threshold);
     let ranks: std::collections::HashMap<u32, usize> =
@@ -634,11 +732,15 @@ async fn query(
     );
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_header(vec!["rank", "turn", "time", "speaker", "text", "dense", "bm25", "activation", "pagerank", "score"]);
+    let learned = result.hits.iter().any(|h| h.signals.relevance.is_some());
+    let mut header = vec!["rank", "turn", "time", "speaker", "text", "dense", "bm25", "activation", "pagerank"];
+    header.extend(learned.then_some("gnn"));
+    header.push("score");
+    t.set_header(header);
     let opt = |x: Option<f32>| x.map_or("-".to_string(), |v| format!("{v:.3}"));
     for h in result.time_ordered() {
         let e = &episodes[h.episode as usize];
-        t.add_row(vec![
+        let mut row = vec![
             ranks[&h.episode].to_string(),
             e.turn_id.clone(),
             e.timestamp.map_or("-".to_string(), |d| d.format("%Y-%m-%d").to_string()),
@@ -648,8 +750,10 @@ async fn query(
             format!("{:.2}", h.signals.bm25),
             opt(h.signals.activation),
             opt(h.signals.pagerank),
-            format!("{:.3}", h.signals.score),
-        ]);
+        ];
+        row.extend(learned.then(|| opt(h.signals.relevance)));
+        row.push(format!("{:.3}", h.signals.score));
+        t.add_row(row);
     }
     println!("{t}");
     if explain {
@@ -699,7 +803,7 @@ async fn demo_queries(store_dir: &Path, config: &Config, conversations: &[String
         let memory = load_memory(&store, id, &shown).await?;
         for q in store.questions(id).await? {
             let query = Query::new(&mut analyzer, &q.text, embedder.embed_one(&q.text)?)?;
-            let r = memory.retrieve(&query, Mode::Synapse);
+            let r = memory.retrieve(&query, Mode::Synapse)?;
             let turns: Vec<String> =
                 r.time_ordered().iter().map(|h| memory.episodes()[h.episode as usize].turn_id.clone()).collect();
             let verdict = if r.rejected { "no confident memory".to_string() } else { turns.join(", ") };
@@ -731,44 +835,32 @@ async fn eval(
     quiet: bool,
 ) -> anyhow::Result<()> {
     let started = Instant::now();
-    let mut input = LoadedInput::read(std::slice::from_ref(&args.path), &config.ingest)?;
     let expected = if args.dataset == "locomo" { SourceFormat::Locomo } else { SourceFormat::Beam };
-    if let Some((c, _)) = input.conversations.iter().find(|(c, _)| c.format != expected) {
-        anyhow::bail!(
-            "{}: conversation '{}' is {}, not {}",
-            args.path.display(),
-            c.id,
-            c.format.as_str(),
-            args.dataset
-        );
-    }
-    if !args.conversations.is_empty() {
-        for id in &args.conversations {
-            anyhow::ensure!(
-                input.conversations.iter().any(|(c, _)| &c.id == id),
-                "{}: no conversation '{id}'",
-                args.path.display()
-            );
-        }
-        input.conversations.retain(|(c, _)| args.conversations.contains(&c.id));
-    }
-    let ids: Vec<String> = input.conversations.iter().map(|(c, _)| c.id.clone()).collect();
-    let stored: Vec<String> = Store::open(store_dir).await?.conversations().await?.into_iter().map(|c| c.id).collect();
-    input.conversations.retain(|(c, _)| !stored.contains(&c.id));
     let embedder = Embedder::load(&config.embed)?;
-    if !input.conversations.is_empty() {
-        eprintln!("ingesting {} conversations not yet in {}", input.conversations.len(), store_dir.display());
-        ingest_with(store_dir, input, &embedder, config, quiet, started).await?;
-    }
-    let built = build_missing_graphs(store_dir, &embedder, &config.graph).await?;
-    if !built.is_empty() {
-        eprintln!("built the memory graph of {} conversations", built.len());
-    }
+    let ids = prepare(
+        store_dir,
+        config,
+        &embedder,
+        std::slice::from_ref(&args.path),
+        &args.conversations,
+        Some(expected),
+        quiet,
+    )
+    .await?;
     let store = Store::open(store_dir).await?;
     let progress = progress_bar(quiet, "questions")?;
     let report =
         evaluate(&store, &args.dataset, &ids, &embedder, &config.retrieve, &config.gpu, options, &progress).await?;
     eprintln!("{}", report.backend);
+    if let Some(g) = &report.gnn {
+        eprintln!("synapse-gnn: {} ({} features, weight {})", g.weights, g.features.as_str(), g.weight);
+        if !g.seen.is_empty() {
+            eprintln!(
+                "warning: the GNN was trained or validated on {}: its figures there are not held out",
+                g.seen.join(", ")
+            );
+        }
+    }
     print_report(&report);
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&report)?)
@@ -779,6 +871,159 @@ async fn eval(
         std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
     }
     eprintln!("evaluated in {:.1} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Reads `paths`, keeps the conversations `only` names (all when empty; each must exist),
+/// ingests those not yet in the store, builds missing graphs, and returns their ids. With
+/// `expected`, a conversation of another format is an error.
+async fn prepare(
+    store_dir: &Path,
+    config: &Config,
+    embedder: &Embedder,
+    paths: &[PathBuf],
+    only: &[String],
+    expected: Option<SourceFormat>,
+    quiet: bool,
+) -> anyhow::Result<Vec<String>> {
+    let started = Instant::now();
+    let names = || paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
+    let mut input = LoadedInput::read(paths, &config.ingest)?;
+    if let Some(expected) = expected
+        && let Some((c, _)) = input.conversations.iter().find(|(c, _)| c.format != expected)
+    {
+        anyhow::bail!("{}: conversation '{}' is {}, not {}", names(), c.id, c.format.as_str(), expected.as_str());
+    }
+    if !only.is_empty() {
+        for id in only {
+            anyhow::ensure!(
+                input.conversations.iter().any(|(c, _)| &c.id == id),
+                "{}: no conversation '{id}'",
+                names()
+            );
+        }
+        input.conversations.retain(|(c, _)| only.contains(&c.id));
+    }
+    let ids: Vec<String> = input.conversations.iter().map(|(c, _)| c.id.clone()).collect();
+    let stored: Vec<String> = Store::open(store_dir).await?.conversations().await?.into_iter().map(|c| c.id).collect();
+    input.conversations.retain(|(c, _)| !stored.contains(&c.id));
+    if !input.conversations.is_empty() {
+        eprintln!("ingesting {} conversations not yet in {}", input.conversations.len(), store_dir.display());
+        ingest_with(store_dir, input, embedder, config, quiet, started).await?;
+    }
+    let built = build_missing_graphs(store_dir, embedder, &config.graph).await?;
+    if !built.is_empty() {
+        eprintln!("built the memory graph of {} conversations", built.len());
+    }
+    Ok(ids)
+}
+
+struct TrainArgs {
+    train: Vec<PathBuf>,
+    val: Vec<PathBuf>,
+    train_conversations: Vec<String>,
+    val_conversations: Vec<String>,
+    out: PathBuf,
+    json: bool,
+}
+
+async fn train_gnn(
+    store_dir: &Path,
+    config: &Config,
+    args: TrainArgs,
+    options: TrainOptions,
+    quiet: bool,
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let embedder = Embedder::load(&config.embed)?;
+    let train_ids = prepare(store_dir, config, &embedder, &args.train, &args.train_conversations, None, quiet).await?;
+    let val_ids = prepare(store_dir, config, &embedder, &args.val, &args.val_conversations, None, quiet).await?;
+    if let Some(both) = train_ids.iter().find(|c| val_ids.contains(c)) {
+        anyhow::bail!("conversation '{both}' is in both the training and the validation data: split by conversation");
+    }
+    let store = Store::open(store_dir).await?;
+    let stored = store.conversations().await?;
+    // Group names: LoCoMo's category names when every conversation is LoCoMo.
+    let dataset = |ids: &[String]| {
+        let locomo = stored.iter().filter(|c| ids.contains(&c.id)).all(|c| c.format == "locomo");
+        if locomo { "locomo" } else { "beam" }
+    };
+    let mut splits = Vec::new();
+    for (ids, inputs) in [(&train_ids, &args.train), (&val_ids, &args.val)] {
+        let progress = progress_bar(quiet, "questions")?;
+        let loaded = load(&store, dataset(ids), ids, &embedder, &config.retrieve, &progress).await?;
+        let examples = training_examples(&loaded, options.features)?;
+        splits.push((examples, inputs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>()));
+    }
+    let [(train, train_inputs), (val, val_inputs)] =
+        <[_; 2]>::try_from(splits).map_err(|_| anyhow::anyhow!("splits"))?;
+    eprintln!(
+        "{} training questions from {}, {} validation questions from {}",
+        train.len(),
+        train_ids.join(","),
+        val.len(),
+        val_ids.join(",")
+    );
+    let progress = progress_bar(quiet, "epochs")?;
+    progress.set_length(options.epochs as u64);
+    let trained = myelin::gnn::train::train(&train, &val, &options, myelin::embed::EMBEDDING_DIM, |e| {
+        progress.set_message(format!("R@10 {:.3}", e.val_recall_10));
+        progress.inc(1);
+        let line = format!(
+            "epoch {:>3}  train loss {:.4}  val loss {:.4}  val R@10 {:.4} (weight {})",
+            e.epoch, e.train_loss, e.val_loss, e.val_recall_10, e.weight
+        );
+        if progress.is_hidden() { eprintln!("{line}") } else { progress.println(line) }
+    })?;
+    progress.finish_and_clear();
+    let mut record = trained.record;
+    record.train.inputs = train_inputs;
+    record.val.inputs = val_inputs;
+    let card = Card {
+        format: myelin::gnn::relevance::CARD_FORMAT,
+        features: options.features,
+        feature_names: options.features.names(myelin::embed::EMBEDDING_DIM),
+        shape: trained.weights.model.shape(),
+        weight: trained.weight,
+        seed: options.seed,
+        training: record,
+    };
+    if let Some(dir) = args.out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    trained.weights.save(&args.out)?;
+    let card_file = card_path(&args.out);
+    std::fs::write(&card_file, serde_json::to_string_pretty(&card)? + "\n")
+        .with_context(|| format!("writing {}", card_file.display()))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&card)?);
+    } else {
+        let mut table = Table::new();
+        table.load_preset(UTF8_FULL_CONDENSED).set_header([
+            "validation group",
+            "n",
+            "synapse R@10",
+            "synapse-gnn R@10",
+        ]);
+        for (group, g) in &card.training.val_recall_10 {
+            table.add_row([
+                group.clone(),
+                g.n.to_string(),
+                format!("{:.1}", 100.0 * g.synapse),
+                format!("{:.1}", 100.0 * g.synapse_gnn),
+            ]);
+        }
+        println!("{table}");
+        println!(
+            "kept epoch {} of {} (weight {}); wrote {} and {}",
+            card.training.best_epoch,
+            card.training.epochs_run,
+            card.weight,
+            args.out.display(),
+            card_file.display()
+        );
+    }
+    eprintln!("trained in {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
 }
 

@@ -16,6 +16,9 @@ use serde::Serialize;
 
 use crate::embed::Embedder;
 use crate::error::{Error, Result};
+use crate::gnn::FeatureSet;
+use crate::gnn::features::cold_start_blend;
+use crate::gnn::train::Example;
 use crate::gpu::{Backend, GpuConfig};
 use crate::retrieve::bm25::Analyzer;
 use crate::retrieve::engine::{BatchReport, Choice, Engine};
@@ -148,6 +151,22 @@ pub struct Report {
     pub modes: BTreeMap<String, ModeReport>,
     /// Mode names in the order they were asked for.
     pub mode_order: Vec<String>,
+    /// The learned relevance, when `synapse-gnn` ran.
+    pub gnn: Option<GnnUse>,
+}
+
+/// Which learned model `synapse-gnn` used.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GnnUse {
+    /// Its weights.
+    pub weights: String,
+    /// Its features.
+    pub features: FeatureSet,
+    /// The weight of its signal.
+    pub weight: f32,
+    /// Conversations of this evaluation it was trained or validated on (its figures on them
+    /// are not held out).
+    pub seen: Vec<String>,
 }
 
 /// The reporting group of a question: LoCoMo category numbers become names.
@@ -183,28 +202,47 @@ struct Item {
     outcomes: Vec<Outcome>,
 }
 
-/// Runs the evaluation over `conversations` of `store` (their graphs must exist) on the backend
-/// `gpu` chooses. On the GPU the synapse modes run as one batch over every conversation, and
-/// their latency is the batch's time divided by its questions.
-#[allow(clippy::too_many_arguments)]
-pub async fn evaluate(
+/// A question ready to run, with its gold evidence.
+#[derive(Debug, Clone)]
+pub struct Labelled {
+    /// Index of its conversation's memory in [`Loaded::memories`].
+    pub memory: usize,
+    /// Question id.
+    pub id: String,
+    /// The query.
+    pub query: Query,
+    /// Gold evidence episodes (indices in the conversation).
+    pub gold: Vec<u32>,
+    /// Reporting group.
+    pub group: String,
+    /// Whether it has no answer in the conversation.
+    pub adversarial: bool,
+}
+
+/// Stored conversations loaded for questions.
+#[derive(Debug)]
+pub struct Loaded {
+    /// One memory per conversation, in the order asked for.
+    pub memories: Vec<Memory>,
+    /// Every question, conversation by conversation.
+    pub questions: Vec<Labelled>,
+    /// Tokens of each conversation's episodes.
+    pub tokens: Vec<Vec<usize>>,
+    /// Query embedding time per question, ms.
+    pub embed_ms: Vec<f64>,
+}
+
+/// Loads `conversations` of `store` (their graphs must exist) as memories and embeds their
+/// questions, resolving gold evidence turn ids to episodes.
+pub async fn load(
     store: &Store,
     dataset: &str,
     conversations: &[String],
     embedder: &Embedder,
     config: &RetrieveConfig,
-    gpu: &GpuConfig,
-    options: &EvalOptions,
     progress: &ProgressBar,
-) -> Result<Report> {
-    if options.modes.is_empty() {
-        return Err(Error::InvalidArgument("no retrieval mode to evaluate".into()));
-    }
-    let mut items: Vec<Item> = Vec::new();
-    let mut requests: Vec<(usize, Query)> = Vec::new();
-    let mut tokens_of: Vec<Vec<usize>> = Vec::new();
-    let mut memories: Vec<Memory> = Vec::new();
-    let mut embed_ms: Vec<f64> = Vec::new();
+) -> Result<Loaded> {
+    let mut loaded = Loaded { memories: Vec::new(), questions: Vec::new(), tokens: Vec::new(), embed_ms: Vec::new() };
     let mut analyzer = Analyzer::new()?;
     let mut all_questions = Vec::with_capacity(conversations.len());
     for id in conversations {
@@ -224,26 +262,107 @@ pub async fn evaluate(
             .map(|q| q.evidence.iter().filter_map(|e| position.get(e.as_str()).copied()).collect())
             .collect();
         let texts: Vec<String> = episodes.iter().map(|e| e.embedding_text()).collect();
-        tokens_of.push(texts.iter().map(|t| embedder.token_count(t)).collect::<Result<_>>()?);
+        loaded.tokens.push(texts.iter().map(|t| embedder.token_count(t)).collect::<Result<_>>()?);
         drop(position);
-        let m = memories.len();
-        memories.push(Memory::new(id, episodes, graph, config.clone())?);
-        for (q, gold) in questions.iter().zip(golds) {
+        let m = loaded.memories.len();
+        loaded.memories.push(Memory::new(id, episodes, graph, config.clone())?);
+        for (q, gold) in questions.into_iter().zip(golds) {
             let t0 = Instant::now();
             let embedding = embedder.embed_one(&q.text)?;
-            embed_ms.push(t0.elapsed().as_secs_f64() * 1e3);
-            requests.push((m, Query::new(&mut analyzer, &q.text, embedding)?));
-            items.push(Item {
+            loaded.embed_ms.push(t0.elapsed().as_secs_f64() * 1e3);
+            loaded.questions.push(Labelled {
+                memory: m,
+                query: Query::new(&mut analyzer, &q.text, embedding)?,
+                gold,
                 group: group_name(dataset, &q.category),
                 adversarial: q.adversarial,
-                gold,
-                calibration: options.calibrate && in_calibration_split(id, &q.id),
-                outcomes: Vec::with_capacity(options.modes.len()),
+                id: q.id,
             });
             progress.inc(1);
         }
     }
     progress.finish_and_clear();
+    Ok(loaded)
+}
+
+/// Training examples for the learned relevance: every answerable question with evidence, its
+/// candidate subgraph from the `synapse` result, labelled by its gold episodes. In parallel
+/// over questions, in question order.
+pub fn training_examples(loaded: &Loaded, set: FeatureSet) -> Result<Vec<Example>> {
+    use rayon::prelude::*;
+    loaded
+        .questions
+        .par_iter()
+        .filter(|q| !q.adversarial && !q.gold.is_empty())
+        .map(|q| {
+            let memory = &loaded.memories[q.memory];
+            let r = memory.retrieve(&q.query, Mode::Synapse)?;
+            let candidates = memory.candidates(&q.query, &memory.lexical(&q.query), &r);
+            let embeddings: Vec<&[f32]> = candidates.nodes.iter().map(|c| memory.embedding(c.node)).collect();
+            let g = &memory.config().gnn;
+            let blend = cold_start_blend(memory.episodes().len(), g.cold_start_episodes);
+            Example::new(
+                set,
+                &candidates,
+                &q.query.embedding,
+                &embeddings,
+                &q.gold,
+                memory.conversation(),
+                &q.group,
+                blend,
+            )
+        })
+        .collect()
+}
+
+/// Runs the evaluation over `conversations` of `store` (their graphs must exist) on the backend
+/// `gpu` chooses. On the GPU the synapse modes run as one batch over every conversation, and
+/// their latency is the batch's time divided by its questions.
+#[allow(clippy::too_many_arguments)]
+pub async fn evaluate(
+    store: &Store,
+    dataset: &str,
+    conversations: &[String],
+    embedder: &Embedder,
+    config: &RetrieveConfig,
+    gpu: &GpuConfig,
+    options: &EvalOptions,
+    progress: &ProgressBar,
+) -> Result<Report> {
+    if options.modes.is_empty() {
+        return Err(Error::InvalidArgument("no retrieval mode to evaluate".into()));
+    }
+    let Loaded { memories, questions, tokens: tokens_of, mut embed_ms } =
+        load(store, dataset, conversations, embedder, config, progress).await?;
+    let mut items: Vec<Item> = Vec::with_capacity(questions.len());
+    let mut requests: Vec<(usize, Query)> = Vec::with_capacity(questions.len());
+    for q in questions {
+        items.push(Item {
+            group: q.group,
+            adversarial: q.adversarial,
+            gold: q.gold,
+            calibration: options.calibrate && in_calibration_split(memories[q.memory].conversation(), q.id.as_str()),
+            outcomes: Vec::with_capacity(options.modes.len()),
+        });
+        requests.push((q.memory, q.query));
+    }
+    let gnn = match memories.first() {
+        Some(m) if options.modes.contains(&Mode::SynapseGnn) => {
+            let model = m.relevance()?;
+            let t = &model.card.training;
+            Some(GnnUse {
+                weights: model.source.clone(),
+                features: model.card.features,
+                weight: config.gnn.weight.unwrap_or(model.card.weight),
+                seen: conversations
+                    .iter()
+                    .filter(|c| t.train.conversations.contains(c) || t.val.conversations.contains(c))
+                    .cloned()
+                    .collect(),
+            })
+        }
+        _ => None,
+    };
     let engine = Engine::new(memories, gpu)?;
     let refs: Vec<(usize, &Query)> = requests.iter().map(|(m, q)| (*m, q)).collect();
     let mut batched = BTreeMap::new();
@@ -264,7 +383,7 @@ pub async fn evaluate(
         } else {
             for (item, &(m, q)) in items.iter_mut().zip(&refs) {
                 let t0 = Instant::now();
-                let r = engine.memories()[m].retrieve(q, mode);
+                let r = engine.memories()[m].retrieve(q, mode)?;
                 let millis = t0.elapsed().as_secs_f64() * 1e3;
                 item.outcomes.push(outcome(m, &r, millis));
             }
@@ -295,6 +414,7 @@ pub async fn evaluate(
         backend: engine.choice().clone(),
         modes,
         mode_order: options.modes.iter().map(|m| m.as_str().to_string()).collect(),
+        gnn,
     })
 }
 

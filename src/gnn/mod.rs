@@ -1,8 +1,16 @@
-//! A learned relevance signal (Mnemosyne-GNN, SYNAPSE.md §3): a two-layer GraphSAGE over a
-//! candidate subgraph of the memory graph, with a relevance head and a node-type head, run by
-//! candle for training and inference.
+//! A learned relevance signal (Mnemosyne-GNN, SYNAPSE.md §3): a two-layer GraphSAGE over the
+//! candidate subgraph of a query, with a relevance head and a node-type head, run by candle for
+//! training and inference, and trained on real evidence labels.
 //!
-//! Owns the network, its loss and its weights file. Must not build node features or training
-//! examples, nor rank: callers hand it a [`model::Subgraph`] and use its scores.
+//! Owns the network and its loss ([`model`]), the query-conditioned node features
+//! ([`features`]), the weights file with its card and the fourth-signal formula
+//! ([`relevance`]), and the training loop ([`train`]). Must not retrieve or touch the store:
+//! `retrieve` hands it the candidates a query produced and applies the scores it returns.
 
+pub mod features;
 pub mod model;
+pub mod relevance;
+pub mod train;
+
+pub use features::{Candidate, Candidates, FeatureSet};
+pub use relevance::Relevance;

@@ -199,10 +199,40 @@ impl Weights {
     /// Reads weights written by [`Weights::save`] for a model of `shape`; a missing file or
     /// a variable of another shape is an error naming it.
     pub fn load(path: &std::path::Path, shape: GnnShape, device: &Device) -> Result<Weights> {
-        let mut w = Weights::init(shape, device, 0)?;
-        w.varmap
-            .load(path)
-            .map_err(|e| Error::Model(format!("{}: not GNN weights of shape {shape:?}: {e}", path.display())))?;
+        let tensors = candle_core::safetensors::load(path, device)
+            .map_err(|e| Error::Model(format!("{}: cannot read GNN weights: {e}", path.display())))?;
+        Weights::from_tensors(tensors, shape, device, &path.display().to_string())
+    }
+
+    /// A model of `shape` with the variables in `tensors` (named as [`GraphSage::new`] names
+    /// them); a missing, extra or misshapen variable is an error naming `source`.
+    pub fn from_tensors(
+        mut tensors: std::collections::HashMap<String, Tensor>,
+        shape: GnnShape,
+        device: &Device,
+        source: &str,
+    ) -> Result<Weights> {
+        let w = Weights::init(shape, device, 0)?;
+        let data = w.varmap.data().lock().map_err(|_| Error::Model("GNN variables poisoned".into()))?;
+        for (name, var) in data.iter() {
+            let t = tensors.remove(name).ok_or_else(|| {
+                Error::Model(format!("{source}: not GNN weights of shape {shape:?}: no variable '{name}'"))
+            })?;
+            if t.dims() != var.dims() {
+                return Err(Error::Model(format!(
+                    "{source}: not GNN weights of shape {shape:?}: '{name}' is {:?}, expected {:?}",
+                    t.dims(),
+                    var.dims()
+                )));
+            }
+            var.set(&t.to_dtype(DType::F32)?)?;
+        }
+        if let Some(extra) = tensors.keys().next() {
+            return Err(Error::Model(format!(
+                "{source}: not GNN weights of shape {shape:?}: unknown variable '{extra}'"
+            )));
+        }
+        drop(data);
         Ok(w)
     }
 }

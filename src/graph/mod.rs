@@ -123,6 +123,13 @@ impl Graph {
         out
     }
 
+    /// The edges into `node` (a slice: edges are sorted by destination).
+    pub fn in_edges(&self, node: u32) -> &[Edge] {
+        let start = self.edges.partition_point(|e| e.dst < node);
+        let end = self.edges.partition_point(|e| e.dst <= node);
+        &self.edges[start..end]
+    }
+
     /// Node id of each episode, by episode index.
     pub fn episode_nodes(&self) -> Vec<u32> {
         let mut out = vec![0u32; self.episode_count()];

@@ -208,12 +208,12 @@ impl Engine {
             )));
         }
         let mut report = BatchReport { queries: requests.len(), ..BatchReport::default() };
-        let cpu = |reqs: &[(usize, &Query)]| -> Vec<Retrieval> {
+        let cpu = |reqs: &[(usize, &Query)]| -> Result<Vec<Retrieval>> {
             reqs.par_iter().map(|&(m, q)| self.memories[m].retrieve(q, mode)).collect()
         };
         let (Some(ranker), Some(settings)) = (&self.ranker, self.memories.first().and_then(|m| m.rank_settings(mode)))
         else {
-            return Ok((cpu(requests), report));
+            return Ok((cpu(requests)?, report));
         };
         let lexical: Vec<_> = requests.par_iter().map(|&(m, q)| self.memories[m].lexical(q)).collect();
         let queries: Vec<RankQuery> = requests.iter().zip(&lexical).map(|(&(m, q), l)| rank_query(m, q, l)).collect();
@@ -229,17 +229,21 @@ impl Engine {
                     .map(|((&(m, q), l), r)| self.memories[m].finish(q, l, r, mode))
                     .collect();
                 report.completed_on_cpu = finished.iter().filter(|r| r.is_none()).count();
+                // The learned signal (synapse-gnn) reranks on the CPU, as it does after a CPU ranking.
                 let out: Vec<Retrieval> = finished
                     .into_par_iter()
                     .zip(requests.par_iter())
-                    .map(|(r, &(m, q))| r.unwrap_or_else(|| self.memories[m].retrieve(q, mode)))
-                    .collect();
+                    .map(|(r, &(m, q))| match r {
+                        Some(r) => self.memories[m].learned(q, r),
+                        None => self.memories[m].retrieve(q, mode),
+                    })
+                    .collect::<Result<_>>()?;
                 Ok((out, report))
             }
             Err(e) => {
                 tracing::warn!("GPU batch of {} queries failed, answered on the CPU: {e}", requests.len());
                 report.fallback = Some(e.to_string());
-                Ok((cpu(requests), report))
+                Ok((cpu(requests)?, report))
             }
         }
     }

@@ -9,11 +9,16 @@
 pub mod bm25;
 pub mod engine;
 
+use std::path::PathBuf;
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use crate::activation::{self, ActivationConfig, Spreading, Trace};
 use crate::embed::EMBEDDING_DIM;
 use crate::error::{Error, Result};
+use crate::gnn::features::cold_start_blend;
+use crate::gnn::{Candidate, Candidates, Relevance};
 use crate::gpu::corpus::GraphInput;
 use crate::gpu::layout::MAX_LIST;
 use crate::gpu::ranker::{RankSettings, Ranked};
@@ -38,6 +43,8 @@ pub enum Mode {
     Ppr,
     /// The full method.
     Synapse,
+    /// Synapse with the learned GraphSAGE relevance as a fourth signal, reranking its result.
+    SynapseGnn,
     /// Synapse without lateral inhibition (β = 0).
     NoInhibition,
     /// Synapse without the fan effect (fan = 1).
@@ -50,13 +57,14 @@ pub enum Mode {
 
 impl Mode {
     /// Every mode, in report order.
-    pub const ALL: [Mode; 10] = [
+    pub const ALL: [Mode; 11] = [
         Mode::Dense,
         Mode::Bm25,
         Mode::Rrf,
         Mode::Linear,
         Mode::Ppr,
         Mode::Synapse,
+        Mode::SynapseGnn,
         Mode::NoInhibition,
         Mode::NoFan,
         Mode::NoDecay,
@@ -72,6 +80,7 @@ impl Mode {
             Mode::Linear => "linear",
             Mode::Ppr => "ppr",
             Mode::Synapse => "synapse",
+            Mode::SynapseGnn => "synapse-gnn",
             Mode::NoInhibition => "no-inhibition",
             Mode::NoFan => "no-fan",
             Mode::NoDecay => "no-decay",
@@ -89,7 +98,10 @@ impl Mode {
 
     /// Synapse or one of its ablations: runs the activation dynamics, gated by activation.
     pub fn is_synapse(self) -> bool {
-        matches!(self, Mode::Synapse | Mode::NoInhibition | Mode::NoFan | Mode::NoDecay | Mode::NoGraph)
+        matches!(
+            self,
+            Mode::Synapse | Mode::SynapseGnn | Mode::NoInhibition | Mode::NoFan | Mode::NoDecay | Mode::NoGraph
+        )
     }
 }
 
@@ -145,6 +157,29 @@ pub struct RetrieveConfig {
     pub bm25_b: f32,
     /// The activation dynamics.
     pub activation: ActivationConfig,
+    /// The learned relevance signal of `synapse-gnn`.
+    pub gnn: GnnConfig,
+}
+
+/// Settings of the learned relevance signal (`synapse-gnn`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GnnConfig {
+    /// Weights file, its card beside it as `<name>.json` (default: the model that ships with
+    /// Myelin, `models/gnn/relevance.safetensors`, built into the library).
+    pub weights: Option<PathBuf>,
+    /// Weight of the learned relevance in the score, λ4 (default: the weight the model's card
+    /// chose on its validation split).
+    pub weight: Option<f32>,
+    /// Episodes from which the learned signal is fully trusted: it enters the score scaled by
+    /// min(1, episodes / this), the seed's cold start (default 15).
+    pub cold_start_episodes: usize,
+}
+
+impl Default for GnnConfig {
+    fn default() -> Self {
+        GnnConfig { weights: None, weight: None, cold_start_episodes: 15 }
+    }
 }
 
 impl Default for RetrieveConfig {
@@ -166,6 +201,7 @@ impl Default for RetrieveConfig {
             bm25_k1: bm25::DEFAULT_K1,
             bm25_b: bm25::DEFAULT_B,
             activation: ActivationConfig::default(),
+            gnn: GnnConfig::default(),
         }
     }
 }
@@ -181,6 +217,11 @@ impl RetrieveConfig {
         }
         if !(0.0..1.0).contains(&self.ppr_damping) {
             return Err(Error::InvalidArgument(format!("ppr_damping {} is not in [0, 1)", self.ppr_damping)));
+        }
+        if let Some(w) = self.gnn.weight
+            && !(w.is_finite() && w >= 0.0)
+        {
+            return Err(Error::InvalidArgument(format!("gnn.weight {w} is not a finite non-negative number")));
         }
         self.activation.validate()
     }
@@ -236,6 +277,8 @@ pub struct Signals {
     pub activation: Option<f32>,
     /// PageRank divided by its maximum (graph modes).
     pub pagerank: Option<f32>,
+    /// Learned relevance in [0, 1] (`synapse-gnn`).
+    pub relevance: Option<f32>,
     /// The mode's score, which orders the result.
     pub score: f32,
 }
@@ -313,6 +356,13 @@ pub struct Memory {
     transition: Transition,
     /// Distinct speakers' first names, lower case.
     speakers: Vec<String>,
+    /// Node id of each episode.
+    episode_nodes: Vec<u32>,
+    /// Per node: normalised age (0 newest) and log-scaled degree, for the learned signal.
+    age: Vec<f32>,
+    importance: Vec<f32>,
+    /// The model of `synapse-gnn`, loaded on first use (a load error is kept and returned).
+    relevance: std::sync::OnceLock<std::result::Result<Arc<Relevance>, String>>,
     config: RetrieveConfig,
 }
 
@@ -385,8 +435,15 @@ impl Memory {
             episodes.iter().map(|e| first_name(&e.speaker)).filter(|s| !s.is_empty()).collect();
         speakers.sort();
         speakers.dedup();
+        let episode_nodes = graph.episode_nodes();
+        let age = node_ages(&graph, &concept_episodes);
+        let importance = node_importance(&graph);
         Ok(Memory {
             speakers,
+            episode_nodes,
+            age,
+            importance,
+            relevance: std::sync::OnceLock::new(),
             conversation: conversation.to_string(),
             episodes,
             no_graph: Spreading::empty(n),
@@ -447,24 +504,24 @@ impl Memory {
     }
 
     /// Runs one query in one mode.
-    pub fn retrieve(&self, query: &Query, mode: Mode) -> Retrieval {
-        self.run(query, &self.base(query), mode, None)
+    pub fn retrieve(&self, query: &Query, mode: Mode) -> Result<Retrieval> {
+        self.learned(query, self.run(query, &self.base(query), mode, None))
     }
 
     /// Runs many queries in one mode, in parallel over the queries; the same results as one
     /// [`Memory::retrieve`] each.
-    pub fn retrieve_batch(&self, queries: &[Query], mode: Mode) -> Vec<Retrieval> {
+    pub fn retrieve_batch(&self, queries: &[Query], mode: Mode) -> Result<Vec<Retrieval>> {
         use rayon::prelude::*;
         queries.par_iter().map(|q| self.retrieve(q, mode)).collect()
     }
 
     /// Runs one query in a synapse mode and explains each returned episode's node.
-    pub fn explain(&self, query: &Query, mode: Mode) -> (Retrieval, Vec<Explanation>) {
+    pub fn explain(&self, query: &Query, mode: Mode) -> Result<(Retrieval, Vec<Explanation>)> {
         let mut trace = Trace::default();
         let base = self.base(query);
-        let r = self.run(query, &base, mode, Some(&mut trace));
+        let r = self.learned(query, self.run(query, &base, mode, Some(&mut trace)))?;
         if !mode.is_synapse() {
-            return (r, Vec::new());
+            return Ok((r, Vec::new()));
         }
         let dense_rank = rank_order(&base.dense);
         let bm25_rank = rank_order(&base.bm25);
@@ -505,7 +562,141 @@ impl Memory {
                 }
             })
             .collect();
-        (r, explanations)
+        Ok((r, explanations))
+    }
+
+    /// The model behind `synapse-gnn`: the settings' weights file, or the shipped model.
+    /// Loaded on first use; a missing or mismatched file is an error, on every call.
+    pub fn relevance(&self) -> Result<&Arc<Relevance>> {
+        self.relevance
+            .get_or_init(|| {
+                Relevance::for_config(self.config.gnn.weights.as_deref()).map_err(|e| match e {
+                    Error::Model(m) => m,
+                    other => other.to_string(),
+                })
+            })
+            .as_ref()
+            .map_err(|e| Error::Model(e.clone()))
+    }
+
+    /// The embedding of `node`.
+    pub fn embedding(&self, node: u32) -> &[f32] {
+        let i = node as usize;
+        &self.embeddings[i * EMBEDDING_DIM..(i + 1) * EMBEDDING_DIM]
+    }
+
+    /// The candidate subgraph of a synapse-family result: its returned episodes in result
+    /// order, then the concepts that brought one of them, then up to [`LINKING_CONCEPTS`]
+    /// concepts linked to two or more of them (most links first); every graph edge between
+    /// two candidates, in both directions. Built only from what the result carries and the
+    /// query's lexical evidence, so the CPU and the GPU results give the same candidates.
+    pub fn candidates(&self, query: &Query, lexical: &Lexical, r: &Retrieval) -> Candidates {
+        let max_bm25 = lexical.entries.iter().map(|e| e.1).fold(0.0f32, f32::max);
+        let w = self.config.lexical_weight;
+        let named = self.named_speaker(query);
+        let mut local: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
+        let mut nodes: Vec<Candidate> = Vec::new();
+        let make = |node: u32, ranked: Option<(f32, f32)>, rank: Option<usize>, via_concept: bool| {
+            let i = node as usize;
+            let cosine = dot(self.embedding(node), &query.embedding);
+            let bm25 = if max_bm25 > 0.0 { lexical.score(node) / max_bm25 } else { 0.0 };
+            let (concept, episodes, speaker) = match self.graph.nodes[i] {
+                NodeRef::Episode(e) => {
+                    let said = first_name(&self.episodes[e as usize].speaker);
+                    let speaker = named.as_ref().map_or(0.0, |s| if *s == said { 1.0 } else { -1.0 });
+                    (false, vec![e], speaker)
+                }
+                NodeRef::Concept(_) => {
+                    (true, self.concept_episodes[i].iter().map(|&n| self.episode_of(n)).collect(), 0.0)
+                }
+            };
+            Candidate {
+                node,
+                concept,
+                episodes,
+                cosine,
+                bm25,
+                similarity: if max_bm25 > 0.0 { (1.0 - w) * cosine + w * bm25 } else { cosine },
+                ranked,
+                rank,
+                via_concept,
+                pagerank: if r.mode == Mode::NoGraph { 0.0 } else { self.graph.pagerank[i] },
+                age: self.age[i],
+                importance: self.importance[i],
+                speaker,
+                anchor: r.anchors.binary_search(&node).is_ok(),
+            }
+        };
+        let signals = |h: &Hit| Some((h.signals.activation.unwrap_or(0.0), h.signals.score));
+        for (rank, h) in r.hits.iter().enumerate() {
+            let node = self.episode_nodes[h.episode as usize];
+            local.insert(node, nodes.len() as u32);
+            nodes.push(make(node, signals(h), Some(rank), h.node != node));
+        }
+        let hits = nodes.len();
+        for (rank, h) in r.hits.iter().enumerate() {
+            if let std::collections::hash_map::Entry::Vacant(slot) = local.entry(h.node) {
+                slot.insert(nodes.len() as u32);
+                nodes.push(make(h.node, signals(h), Some(rank), false));
+            }
+        }
+        let mut links: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
+        for c in &nodes[..hits] {
+            for e in self.graph.in_edges(c.node) {
+                if e.kind == EdgeKind::Abstraction && !local.contains_key(&e.src) {
+                    *links.entry(e.src).or_default() += 1;
+                }
+            }
+        }
+        let mut linking: Vec<(u32, u32)> = links.into_iter().filter(|&(_, n)| n >= 2).collect();
+        linking.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        for (node, _) in linking.into_iter().take(LINKING_CONCEPTS) {
+            local.insert(node, nodes.len() as u32);
+            nodes.push(make(node, None, None, false));
+        }
+        let mut edges = Vec::new();
+        for (l, c) in nodes.iter().enumerate() {
+            for e in self.graph.in_edges(c.node) {
+                if let Some(&s) = local.get(&e.src) {
+                    edges.push((s, l as u32));
+                    edges.push((l as u32, s));
+                }
+            }
+        }
+        edges.sort_unstable();
+        edges.dedup();
+        Candidates { nodes, hits, edges, episodes: self.episodes.len() }
+    }
+
+    /// Applies the learned relevance to a `synapse-gnn` result (other modes pass through):
+    /// every returned episode's score gains `weight · blend · relevance`, where blend is the
+    /// cold start, min(1, episodes / `gnn.cold_start_episodes`), and the episodes are reordered
+    /// by it. The gate's confidence stays synapse's.
+    pub fn learned(&self, query: &Query, mut r: Retrieval) -> Result<Retrieval> {
+        if r.mode != Mode::SynapseGnn || r.hits.is_empty() {
+            return Ok(r);
+        }
+        let lexical = self.lexical(query);
+        let candidates = self.candidates(query, &lexical, &r);
+        let embeddings: Vec<&[f32]> = candidates.nodes.iter().map(|c| self.embedding(c.node)).collect();
+        let model = self.relevance()?;
+        let relevance = model.score(&candidates, &query.embedding, &embeddings)?;
+        let g = &self.config.gnn;
+        let weight =
+            g.weight.unwrap_or(model.card.weight) * cold_start_blend(self.episodes.len(), g.cold_start_episodes);
+        let scores: Vec<f32> = r.hits.iter().map(|h| h.signals.score).collect();
+        let order = crate::gnn::relevance::rerank(&scores, &relevance[..r.hits.len()], weight);
+        let hits = std::mem::take(&mut r.hits);
+        r.hits = order
+            .into_iter()
+            .map(|i| {
+                let mut h = hits[i].clone();
+                h.signals.relevance = Some(relevance[i]);
+                h.signals.score = crate::gnn::relevance::combined(scores[i], relevance[i], weight);
+                h
+            })
+            .collect();
+        Ok(r)
     }
 
     /// What the GPU ranking step needs of this memory's graph.
@@ -581,6 +772,7 @@ impl Memory {
                         bm25: lexical.score(h.node),
                         activation: Some(h.activation),
                         pagerank: Some(if graph_modes { self.graph.pagerank[i] } else { 0.0 }),
+                        relevance: None,
                         score: h.score,
                     },
                 }
@@ -627,6 +819,7 @@ impl Memory {
             bm25: base.bm25[i],
             activation,
             pagerank,
+            relevance: None,
             score,
         };
         match mode {
@@ -719,6 +912,18 @@ impl Memory {
     /// returned episode that speaker said, divided by the best score (0 when they said none of
     /// them). `None` when the query names no speaker or several.
     pub fn speaker_agreement(&self, query: &Query, hits: &[Hit]) -> Option<f32> {
+        let speaker = self.named_speaker(query)?;
+        let top = hits.first()?.signals.score;
+        let own = hits
+            .iter()
+            .find(|h| first_name(&self.episodes[h.episode as usize].speaker) == speaker)
+            .map_or(0.0, |h| h.signals.score);
+        Some(if top > 0.0 { (own / top).clamp(0.0, 1.0) } else { 0.0 })
+    }
+
+    /// The one speaker of the conversation the query names (first name, lower case), if it
+    /// names exactly one.
+    fn named_speaker(&self, query: &Query) -> Option<String> {
         let words: Vec<String> = query
             .text
             .split(|c: char| !c.is_alphanumeric())
@@ -727,12 +932,7 @@ impl Memory {
             .collect();
         let named: Vec<&String> = self.speakers.iter().filter(|s| words.contains(s)).collect();
         let [speaker] = named.as_slice() else { return None };
-        let top = hits.first()?.signals.score;
-        let own = hits
-            .iter()
-            .find(|h| first_name(&self.episodes[h.episode as usize].speaker) == **speaker)
-            .map_or(0.0, |h| h.signals.score);
-        Some(if top > 0.0 { (own / top).clamp(0.0, 1.0) } else { 0.0 })
+        Some((*speaker).clone())
     }
 
     fn episode_of(&self, node: u32) -> u32 {
@@ -775,6 +975,38 @@ impl Memory {
         }
         hits
     }
+}
+
+/// Most concepts a candidate subgraph takes for linking two or more returned episodes.
+pub const LINKING_CONCEPTS: usize = 16;
+
+/// Normalised age of every node: 1 − position / (episodes − 1) for an episode (0 for the
+/// newest), the mean of its episodes' ages for a concept.
+fn node_ages(graph: &Graph, concept_episodes: &[Vec<u32>]) -> Vec<f32> {
+    let last = graph.episode_count().saturating_sub(1).max(1) as f32;
+    let episode_age = |node: u32| match graph.nodes[node as usize] {
+        NodeRef::Episode(e) => 1.0 - e as f32 / last,
+        NodeRef::Concept(_) => 0.0,
+    };
+    (0..graph.node_count())
+        .map(|i| match graph.nodes[i] {
+            NodeRef::Episode(_) => episode_age(i as u32),
+            NodeRef::Concept(_) if concept_episodes[i].is_empty() => 0.0,
+            NodeRef::Concept(_) => {
+                concept_episodes[i].iter().map(|&n| episode_age(n)).sum::<f32>() / concept_episodes[i].len() as f32
+            }
+        })
+        .collect()
+}
+
+/// ln(1 + degree) / ln(1 + largest degree) of every node, in and out edges counted.
+fn node_importance(graph: &Graph) -> Vec<f32> {
+    let mut degree = graph.out_degrees();
+    for e in &graph.edges {
+        degree[e.dst as usize] += 1;
+    }
+    let max = (1.0 + degree.iter().copied().max().unwrap_or(0) as f32).ln();
+    degree.iter().map(|&d| if max > 0.0 { (1.0 + d as f32).ln() / max } else { 0.0 }).collect()
 }
 
 /// Node ids by descending score, ties by ascending id; NaN and −∞ last.

@@ -12,7 +12,8 @@ use myelin::retrieve::{Memory, Mode, Query, Retrieval, bm25::Analyzer};
 
 use crate::common::{datasets, ok};
 
-const SYNAPSE_MODES: [Mode; 5] = [Mode::Synapse, Mode::NoInhibition, Mode::NoFan, Mode::NoDecay, Mode::NoGraph];
+const SYNAPSE_MODES: [Mode; 6] =
+    [Mode::Synapse, Mode::SynapseGnn, Mode::NoInhibition, Mode::NoFan, Mode::NoDecay, Mode::NoGraph];
 
 /// Same episodes in the same order, except where the CPU's scores of the two differing nodes
 /// are tied within f32 rounding; signals within 1e-5 relative.
@@ -44,6 +45,10 @@ fn assert_same(cpu: &Retrieval, gpu: &Retrieval, what: &str) {
         assert!(
             close(c.signals.activation.unwrap_or(0.0), g.signals.activation.unwrap_or(0.0)),
             "{what}: rank {k} activation"
+        );
+        assert!(
+            close(c.signals.relevance.unwrap_or(0.0), g.signals.relevance.unwrap_or(0.0)),
+            "{what}: rank {k} learned relevance"
         );
         assert_eq!(c.signals.dense, g.signals.dense, "{what}: rank {k} dense");
         assert_eq!(c.signals.bm25, g.signals.bm25, "{what}: rank {k} bm25");

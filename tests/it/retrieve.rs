@@ -5,8 +5,19 @@ use serde_json::Value;
 
 use crate::common::{datasets, fails, ok};
 
-const MODES: [&str; 10] =
-    ["dense", "bm25", "rrf", "linear", "ppr", "synapse", "no-inhibition", "no-fan", "no-decay", "no-graph"];
+const MODES: [&str; 11] = [
+    "dense",
+    "bm25",
+    "rrf",
+    "linear",
+    "ppr",
+    "synapse",
+    "synapse-gnn",
+    "no-inhibition",
+    "no-fan",
+    "no-decay",
+    "no-graph",
+];
 
 fn query(store: &std::path::Path, args: &[&str]) -> Value {
     let mut all = vec!["query", "--conversation", "demo", "--json"];
@@ -237,11 +248,11 @@ fn batches_equal_single_queries_and_runs_repeat_exactly() {
         .map(|q| Query::new(&mut analyzer, &q.text, embedder.embed_one(&q.text).expect("embed")).expect("query"))
         .collect();
     for mode in Mode::ALL {
-        let batch = memory.retrieve_batch(&queries, mode);
+        let batch = memory.retrieve_batch(&queries, mode).expect("batch");
         for (q, b) in queries.iter().zip(&batch) {
-            let one = memory.retrieve(q, mode);
+            let one = memory.retrieve(q, mode).expect("retrieve");
             assert_eq!(&one, b, "{mode}: {}", q.text);
-            assert_eq!(one, memory.retrieve(q, mode), "{mode}: not deterministic");
+            assert_eq!(one, memory.retrieve(q, mode).expect("again"), "{mode}: not deterministic");
             assert!(!one.hits.is_empty() && one.hits.len() <= config.retrieve.top_k);
         }
     }
@@ -250,7 +261,7 @@ fn batches_equal_single_queries_and_runs_repeat_exactly() {
     let store = dir.path().join("store");
     ok(&store, &["ingest", "datasets/demo.json"]);
     let v = query(&store, &["--top-k", "5", &demo.questions[1].text]);
-    let r = memory.retrieve(&queries[1], Mode::Synapse);
+    let r = memory.retrieve(&queries[1], Mode::Synapse).expect("retrieve");
     let mut top5: Vec<String> =
         r.hits.iter().take(5).map(|h| memory.episodes()[h.episode as usize].turn_id.clone()).collect();
     top5.sort();

@@ -1,0 +1,218 @@
+//! A trained relevance model with its card: loading (the weights that ship with the project,
+//! or a file), scoring a query's candidates, and the formula that adds the learned relevance
+//! to the hybrid score as a fourth signal.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use candle_core::{Device, Tensor};
+use serde::{Deserialize, Serialize};
+
+use super::features::{Candidates, FeatureSet, features};
+use super::model::{GnnShape, Subgraph, Weights};
+use super::train::TrainingRecord;
+use crate::embed::EMBEDDING_DIM;
+use crate::error::{Error, Result};
+
+/// Version of the card format.
+pub const CARD_FORMAT: u32 = 1;
+
+/// The weights that ship with the project (`models/gnn/`), compiled into the library so they
+/// load wherever it runs.
+const SHIPPED_WEIGHTS: &[u8] = include_bytes!("../../models/gnn/relevance.safetensors");
+const SHIPPED_CARD: &str = include_str!("../../models/gnn/relevance.json");
+/// What the shipped model is called in messages and reports.
+pub const SHIPPED_NAME: &str = "models/gnn/relevance.safetensors (built in)";
+
+/// What a weights file is: the features it takes, its shape, the weight it was validated
+/// with, and how it was trained. Written beside the weights as `<name>.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Card {
+    /// [`CARD_FORMAT`].
+    pub format: u32,
+    /// The feature set.
+    pub features: FeatureSet,
+    /// Feature names in input order.
+    pub feature_names: Vec<String>,
+    /// Shape of the network.
+    pub shape: GnnShape,
+    /// Weight of the relevance in the score, chosen on the validation split.
+    pub weight: f32,
+    /// Seed of the initialisation and of the batch order.
+    pub seed: u64,
+    /// Data, epochs and validation figures.
+    pub training: TrainingRecord,
+}
+
+impl Card {
+    /// Checks that the card describes a model this build can feed.
+    pub fn check(&self, source: &str) -> Result<()> {
+        let bad = |m: String| Err(Error::Model(format!("{source}: {m}")));
+        if self.format != CARD_FORMAT {
+            return bad(format!("card format {} (this build reads {CARD_FORMAT})", self.format));
+        }
+        let expected = self.features.names(EMBEDDING_DIM);
+        if self.feature_names != expected {
+            let first = self.feature_names.iter().zip(&expected).position(|(a, b)| a != b);
+            return bad(format!(
+                "the model takes features {} but this build computes {} for '{}' (first difference at {})",
+                self.feature_names.len(),
+                expected.len(),
+                self.features.as_str(),
+                first.map_or("the end".to_string(), |i| format!("input {i}"))
+            ));
+        }
+        if self.shape.input != expected.len() {
+            return bad(format!("shape takes {} inputs, the features are {}", self.shape.input, expected.len()));
+        }
+        if !self.weight.is_finite() || self.weight < 0.0 {
+            return bad(format!("weight {} is not a finite non-negative number", self.weight));
+        }
+        Ok(())
+    }
+}
+
+/// The card path of a weights file: the same name with `.json`.
+pub fn card_path(weights: &Path) -> PathBuf {
+    weights.with_extension("json")
+}
+
+/// A loaded model.
+pub struct Relevance {
+    /// Where it came from (a path, or [`SHIPPED_NAME`]).
+    pub source: String,
+    /// Its card.
+    pub card: Card,
+    weights: Weights,
+}
+
+impl std::fmt::Debug for Relevance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Relevance").field("source", &self.source).field("features", &self.card.features).finish()
+    }
+}
+
+impl Relevance {
+    /// The model that ships with the project (loaded once per process).
+    pub fn shipped() -> Result<Arc<Relevance>> {
+        static SHIPPED: OnceLock<std::result::Result<Arc<Relevance>, String>> = OnceLock::new();
+        SHIPPED
+            .get_or_init(|| {
+                let load = || -> Result<Relevance> {
+                    let card: Card = serde_json::from_str(SHIPPED_CARD)
+                        .map_err(|e| Error::Model(format!("{SHIPPED_NAME}: card: {e}")))?;
+                    card.check(SHIPPED_NAME)?;
+                    let tensors = candle_core::safetensors::load_buffer(SHIPPED_WEIGHTS, &Device::Cpu)
+                        .map_err(|e| Error::Model(format!("{SHIPPED_NAME}: {e}")))?;
+                    let weights = Weights::from_tensors(tensors, card.shape, &Device::Cpu, SHIPPED_NAME)?;
+                    Ok(Relevance { source: SHIPPED_NAME.to_string(), card, weights })
+                };
+                load().map(Arc::new).map_err(|e| e.to_string())
+            })
+            .clone()
+            .map_err(Error::Model)
+    }
+
+    /// Weights from `path` and their card from [`card_path`]; a missing file, a card this build
+    /// cannot feed or weights of another shape are errors naming the file.
+    pub fn load(path: &Path) -> Result<Relevance> {
+        let card_file = card_path(path);
+        let text = std::fs::read_to_string(&card_file).map_err(|e| {
+            Error::Model(format!("{}: the card of GNN weights {}: {e}", card_file.display(), path.display()))
+        })?;
+        let card: Card = serde_json::from_str(&text).map_err(|e| Error::format(&card_file, "card", e.to_string()))?;
+        let source = path.display().to_string();
+        card.check(&card_file.display().to_string())?;
+        let weights = Weights::load(path, card.shape, &Device::Cpu)?;
+        Ok(Relevance { source, card, weights })
+    }
+
+    /// From a training run.
+    pub fn new(source: String, card: Card, weights: Weights) -> Result<Relevance> {
+        card.check(&source)?;
+        Ok(Relevance { source, card, weights })
+    }
+
+    /// The model given in the settings: a file, or the shipped one.
+    pub fn for_config(weights: Option<&Path>) -> Result<Arc<Relevance>> {
+        match weights {
+            Some(path) => Relevance::load(path).map(Arc::new),
+            None => Relevance::shipped(),
+        }
+    }
+
+    /// The network.
+    pub fn weights(&self) -> &Weights {
+        &self.weights
+    }
+
+    /// Relevance in [0, 1] of every candidate node for `query` (L2-normalised embedding);
+    /// `embeddings` are the nodes' embeddings in candidate order.
+    pub fn score(&self, candidates: &Candidates, query: &[f32], embeddings: &[&[f32]]) -> Result<Vec<f32>> {
+        if candidates.nodes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let x = features(self.card.features, candidates, query, embeddings)?;
+        let edges: &[(u32, u32)] = if self.card.training.options.edges { &candidates.edges } else { &[] };
+        let g = Subgraph::new(&x, self.card.shape.input, edges, &Device::Cpu)?;
+        let (logits, _) = self.weights.model.forward(&g)?;
+        Ok(candle_nn::ops::sigmoid(&logits)?.to_vec1()?)
+    }
+}
+
+/// The score with the learned signal: `score + weight · relevance`.
+pub fn combined(score: f32, relevance: f32, weight: f32) -> f32 {
+    score + weight * relevance
+}
+
+/// Positions of `scores` reordered by [`combined`] score, descending; ties keep the given order.
+pub fn rerank(scores: &[f32], relevance: &[f32], weight: f32) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..scores.len()).collect();
+    let c: Vec<f32> = scores.iter().zip(relevance).map(|(&s, &r)| combined(s, r, weight)).collect();
+    order.sort_by(|&a, &b| c[b].total_cmp(&c[a]).then(a.cmp(&b)));
+    order
+}
+
+/// Variables of a model as tensors (to keep the best epoch's).
+pub fn snapshot(weights: &Weights) -> Result<Vec<(String, Tensor)>> {
+    let data = weights.varmap.data().lock().map_err(|_| Error::Model("GNN variables poisoned".into()))?;
+    data.iter().map(|(k, v)| Ok((k.clone(), v.as_tensor().copy()?))).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rerank_adds_the_weighted_relevance_and_keeps_ties_in_order() {
+        let scores = [0.9, 0.8, 0.7, 0.7];
+        let relevance = [0.0, 0.5, 1.0, 1.0];
+        assert_eq!(rerank(&scores, &relevance, 0.0), vec![0, 1, 2, 3]);
+        // 0.9, 1.05, 1.2, 1.2: the tie between 2 and 3 keeps their order.
+        assert_eq!(rerank(&scores, &relevance, 0.5), vec![2, 3, 1, 0]);
+        assert_eq!(combined(0.5, 0.5, 2.0), 1.5);
+    }
+
+    #[test]
+    fn the_shipped_model_loads_and_its_card_matches_this_build() {
+        let r = Relevance::shipped().expect("shipped GNN weights");
+        assert_eq!(r.card.shape.input, r.card.features.width(EMBEDDING_DIM));
+        assert!(r.card.weight > 0.0);
+        // Trained and validated on disjoint conversations.
+        let t = &r.card.training;
+        assert!(!t.train.conversations.is_empty() && !t.val.conversations.is_empty());
+        assert!(t.train.conversations.iter().all(|c| !t.val.conversations.contains(c)));
+    }
+
+    #[test]
+    fn a_card_for_other_features_is_refused() {
+        let mut card = Relevance::shipped().expect("shipped").card.clone();
+        card.feature_names.swap(2, 3);
+        let err = card.check("x.json").unwrap_err().to_string();
+        assert!(err.contains("x.json") && err.contains("first difference at input 2"), "{err}");
+        let mut card = Relevance::shipped().expect("shipped").card.clone();
+        card.format = 7;
+        assert!(card.check("x.json").unwrap_err().to_string().contains("card format 7"));
+    }
+}
