@@ -117,52 +117,10 @@ enum Command {
     /// Train the learned relevance (GraphSAGE) of `synapse-gnn` on the evidence labels of some
     /// conversations, stopping early on others; writes the weights and their card (`.json`).
     TrainGnn {
-        /// Training data: LoCoMo files, BEAM conversation directories, or folders of them.
-        #[arg(long, required = true, num_args = 1..)]
-        train: Vec<PathBuf>,
-        /// Validation data (other conversations): early stopping and the signal's weight.
-        #[arg(long, required = true, num_args = 1..)]
-        val: Vec<PathBuf>,
-        /// Only these conversations of the training inputs (comma-separated ids).
-        #[arg(long, value_delimiter = ',')]
-        train_conversations: Vec<String>,
-        /// Only these conversations of the validation inputs (comma-separated ids).
-        #[arg(long, value_delimiter = ',')]
-        val_conversations: Vec<String>,
-        /// Weights file to write; the card goes beside it as `<name>.json`.
-        #[arg(long)]
-        out: PathBuf,
-        /// Node features: signals (query-relative scalars), product (and query ⊙ embedding) or
-        /// seed (type, importance, age and embedding: ignores the query).
-        #[arg(long, default_value = "signals")]
-        features: String,
-        /// Width of the GraphSAGE layers.
-        #[arg(long, default_value_t = 128)]
-        hidden: usize,
-        /// Most epochs.
-        #[arg(long, default_value_t = 60)]
-        epochs: usize,
-        /// Epochs without a better validation recall@10 before stopping.
-        #[arg(long, default_value_t = 8)]
-        patience: usize,
-        /// AdamW learning rate.
-        #[arg(long, default_value_t = 3e-3)]
-        lr: f64,
-        /// Questions per mini-batch.
-        #[arg(long, default_value_t = 16)]
-        batch: usize,
-        /// Seed of the initialisation and the batch order.
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-        /// Ignore the subgraph's edges (each node sees only its own features): the ablation
-        /// that measures what the graph adds.
-        #[arg(long)]
-        no_edges: bool,
+        #[command(flatten)]
+        flags: TrainFlags,
         #[command(flatten)]
         tuning: RetrieveFlags,
-        /// Print the card as JSON.
-        #[arg(long)]
-        json: bool,
     },
     /// Time the ranking step on the CPU and the GPU: synthetic graphs of growing size and the
     /// real graphs of stores, batches of queries; parity, bandwidth, round-trip floor.
@@ -218,6 +176,73 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// What `train-gnn` trains on and how.
+#[derive(Args, Debug)]
+struct TrainFlags {
+    /// Training data: LoCoMo files, BEAM conversation directories, or folders of them.
+    #[arg(long, required = true, num_args = 1..)]
+    train: Vec<PathBuf>,
+    /// Validation data (other conversations): early stopping and the signal's weight.
+    #[arg(long, required = true, num_args = 1..)]
+    val: Vec<PathBuf>,
+    /// Only these conversations of the training inputs (comma-separated ids).
+    #[arg(long, value_delimiter = ',')]
+    train_conversations: Vec<String>,
+    /// Only these conversations of the validation inputs (comma-separated ids).
+    #[arg(long, value_delimiter = ',')]
+    val_conversations: Vec<String>,
+    /// Weights file to write; the card goes beside it as `<name>.json`.
+    #[arg(long)]
+    out: PathBuf,
+    /// Node features: signals (query-relative scalars), product (and query ⊙ embedding) or
+    /// seed (type, importance, age and embedding: ignores the query) [default signals].
+    #[arg(long)]
+    features: Option<String>,
+    /// Width of the GraphSAGE layers [default 128].
+    #[arg(long)]
+    hidden: Option<usize>,
+    /// Most epochs [default 60].
+    #[arg(long)]
+    epochs: Option<usize>,
+    /// Epochs without a better validation recall@10 before stopping [default 8].
+    #[arg(long)]
+    patience: Option<usize>,
+    /// AdamW learning rate [default 0.003].
+    #[arg(long)]
+    lr: Option<f64>,
+    /// Questions per mini-batch [default 16].
+    #[arg(long)]
+    batch: Option<usize>,
+    /// Seed of the initialisation and the batch order [default 1].
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Ignore the subgraph's edges (each node sees only its own features): the ablation
+    /// that measures what the graph adds.
+    #[arg(long)]
+    no_edges: bool,
+    /// Print the card as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+impl TrainFlags {
+    /// The library's defaults, overridden by the flags given.
+    fn options(&self) -> anyhow::Result<TrainOptions> {
+        let d = TrainOptions::default();
+        Ok(TrainOptions {
+            features: self.features.as_deref().map(FeatureSet::parse).transpose()?.unwrap_or(d.features),
+            hidden: self.hidden.unwrap_or(d.hidden),
+            epochs: self.epochs.unwrap_or(d.epochs),
+            patience: self.patience.unwrap_or(d.patience),
+            lr: self.lr.unwrap_or(d.lr),
+            batch: self.batch.unwrap_or(d.batch),
+            seed: self.seed.unwrap_or(d.seed),
+            edges: !self.no_edges,
+            ..d
+        })
+    }
 }
 
 #[derive(Args, Debug)]
@@ -413,37 +438,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let args = EvalArgs { dataset, path, conversations, json, plot };
             runtime.block_on(eval(&store, &config, args, &options, cli.quiet))?;
         }
-        Command::TrainGnn {
-            train,
-            val,
-            train_conversations,
-            val_conversations,
-            out,
-            features,
-            hidden,
-            epochs,
-            patience,
-            lr,
-            batch,
-            seed,
-            no_edges,
-            tuning,
-            json,
-        } => {
+        Command::TrainGnn { flags, tuning } => {
             tuning.apply(&mut config)?;
-            let options = TrainOptions {
-                features: FeatureSet::parse(&features)?,
-                hidden,
-                epochs,
-                patience,
-                lr,
-                batch,
-                seed,
-                edges: !no_edges,
-                ..TrainOptions::default()
-            };
-            let args = TrainArgs { train, val, train_conversations, val_conversations, out, json };
-            runtime.block_on(train_gnn(&store, &config, args, options, cli.quiet))?;
+            let options = flags.options()?;
+            runtime.block_on(train_gnn(&store, &config, &flags, options, cli.quiet))?;
         }
         Command::Bench {
             nodes,
@@ -918,19 +916,10 @@ async fn prepare(
     Ok(ids)
 }
 
-struct TrainArgs {
-    train: Vec<PathBuf>,
-    val: Vec<PathBuf>,
-    train_conversations: Vec<String>,
-    val_conversations: Vec<String>,
-    out: PathBuf,
-    json: bool,
-}
-
 async fn train_gnn(
     store_dir: &Path,
     config: &Config,
-    args: TrainArgs,
+    args: &TrainFlags,
     options: TrainOptions,
     quiet: bool,
 ) -> anyhow::Result<()> {
