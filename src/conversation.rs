@@ -15,6 +15,8 @@ pub enum SourceFormat {
     Locomo,
     /// A BEAM conversation directory: `chat.json` (+ `probing_questions.json`).
     Beam,
+    /// Memories written through the serving API (one conversation per scope).
+    Api,
 }
 
 impl SourceFormat {
@@ -23,6 +25,7 @@ impl SourceFormat {
         match self {
             SourceFormat::Locomo => "locomo",
             SourceFormat::Beam => "beam",
+            SourceFormat::Api => "api",
         }
     }
 }

@@ -65,6 +65,9 @@ pub enum Error {
     /// A caller passed an invalid argument (unknown conversation id, empty query, …).
     #[error("{0}")]
     InvalidArgument(String),
+    /// A memory or scope the caller named does not exist.
+    #[error("{0}")]
+    NotFound(String),
 }
 
 /// Shorthand for results of this library.

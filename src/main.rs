@@ -114,6 +114,56 @@ enum Command {
         #[arg(long)]
         plot: Option<PathBuf>,
     },
+    /// Serve the store over HTTP: add, search, list, get, delete memories in isolated scopes
+    /// (mem0's routes under /v1; see the README).
+    Serve {
+        /// Address to listen on (port 0: any free port; the address is printed).
+        #[arg(long, default_value = "127.0.0.1:7700")]
+        addr: std::net::SocketAddr,
+        /// File holding a bearer token every request must carry.
+        #[arg(long)]
+        token_file: Option<PathBuf>,
+        /// Largest request body, bytes.
+        #[arg(long, default_value_t = myelin::serve::http::DEFAULT_BODY_LIMIT)]
+        max_body_bytes: usize,
+        #[command(flatten)]
+        tuning: RetrieveFlags,
+    },
+    /// Drive a running `myelin serve` with concurrent clients mixing searches and writes for
+    /// a bounded time; report throughput, latency percentiles, errors and lost writes.
+    Load {
+        /// The server, host:port.
+        #[arg(long, default_value = "127.0.0.1:7700")]
+        addr: String,
+        /// A LoCoMo file: each conversation fills one scope (load-<id>) that clients search
+        /// with its questions.
+        #[arg(long)]
+        locomo: PathBuf,
+        /// Only these conversations of the file (comma-separated ids).
+        #[arg(long, value_delimiter = ',')]
+        conversations: Vec<String>,
+        /// Concurrent clients.
+        #[arg(long, default_value_t = 64)]
+        clients: usize,
+        /// Seconds of load.
+        #[arg(long, default_value_t = 30)]
+        seconds: u64,
+        /// Share of operations that are writes.
+        #[arg(long, default_value_t = 0.2)]
+        write_share: f64,
+        /// File holding the server's bearer token.
+        #[arg(long)]
+        token_file: Option<PathBuf>,
+        /// Also write the report as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// Serve the store to agent clients over the Model Context Protocol on stdio: tools
+    /// add_memory, search_memory, list_memories, delete_memory.
+    Mcp {
+        #[command(flatten)]
+        tuning: RetrieveFlags,
+    },
     /// Train the learned relevance (GraphSAGE) of `synapse-gnn` on the evidence labels of some
     /// conversations, stopping early on others; writes the weights and their card (`.json`).
     TrainGnn {
@@ -437,6 +487,109 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let options = EvalOptions { modes, calibrate, max_false_refusal };
             let args = EvalArgs { dataset, path, conversations, json, plot };
             runtime.block_on(eval(&store, &config, args, &options, cli.quiet))?;
+        }
+        Command::Serve { addr, token_file, max_body_bytes, tuning } => {
+            tuning.apply(&mut config)?;
+            let token = match token_file {
+                Some(f) => {
+                    let t = std::fs::read_to_string(&f).with_context(|| format!("reading {}", f.display()))?;
+                    let t = t.trim().to_string();
+                    anyhow::ensure!(!t.is_empty(), "{}: empty token", f.display());
+                    Some(t)
+                }
+                None => None,
+            };
+            runtime.block_on(async {
+                let service = myelin::serve::Service::open(&store, config).await?;
+                let listener =
+                    tokio::net::TcpListener::bind(addr).await.with_context(|| format!("listening on {addr}"))?;
+                println!("listening on http://{}", listener.local_addr()?);
+                use std::io::Write;
+                std::io::stdout().flush()?;
+                let router = myelin::serve::http::router(service, token, max_body_bytes);
+                let shutdown = async {
+                    let _ = tokio::signal::ctrl_c().await;
+                };
+                myelin::serve::http::serve(listener, router, shutdown).await?;
+                anyhow::Ok(())
+            })?;
+        }
+        Command::Load { addr, locomo, conversations, clients, seconds, write_share, token_file, json } => {
+            anyhow::ensure!(clients > 0 && seconds > 0, "--clients and --seconds must be at least 1");
+            anyhow::ensure!((0.0..=1.0).contains(&write_share), "--write-share {write_share} is not in [0, 1]");
+            let token = match token_file {
+                Some(f) => Some(
+                    std::fs::read_to_string(&f).with_context(|| format!("reading {}", f.display()))?.trim().to_string(),
+                ),
+                None => None,
+            };
+            let mut loaded = myelin::ingest::load_path(&locomo, &config.ingest.load_options())?;
+            if !conversations.is_empty() {
+                loaded.conversations.retain(|c| conversations.contains(&c.id));
+                anyhow::ensure!(!loaded.conversations.is_empty(), "{}: none of {conversations:?}", locomo.display());
+            }
+            let memories = loaded.conversations.iter().map(|c| c.turn_count()).sum();
+            let options = myelin::serve::load::LoadOptions {
+                addr,
+                token,
+                clients,
+                duration: std::time::Duration::from_secs(seconds),
+                write_share,
+            };
+            let report = runtime.block_on(async {
+                let t0 = Instant::now();
+                let targets = myelin::serve::load::fill(&options, &loaded.conversations).await?;
+                eprintln!(
+                    "{} scopes with {memories} memories ready in {:.1} s",
+                    targets.len(),
+                    t0.elapsed().as_secs_f64()
+                );
+                myelin::serve::load::run(&options, &targets, memories).await
+            })?;
+            if let Some(path) = &json {
+                std::fs::write(path, serde_json::to_string_pretty(&report)?)
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
+            {
+                let mut t = Table::new();
+                t.load_preset(UTF8_FULL_CONDENSED).set_header(["requests", "ok", "p50 ms", "p99 ms", "max ms"]);
+                for (name, x) in [("search", report.search), ("write", report.write)] {
+                    t.add_row([
+                        name.to_string(),
+                        x.ok.to_string(),
+                        format!("{:.2}", x.p50),
+                        format!("{:.2}", x.p99),
+                        format!("{:.1}", x.max),
+                    ]);
+                }
+                println!("{t}");
+                println!(
+                    "{} clients for {:.1} s over {} scopes ({} memories): {:.0} requests/s, {} errors, {} lost writes",
+                    report.clients,
+                    report.seconds,
+                    report.search_scopes,
+                    report.search_memories,
+                    report.requests_per_second,
+                    report.errors,
+                    report.lost_writes
+                );
+                for e in &report.error_samples {
+                    println!("error: {e}");
+                }
+            }
+            anyhow::ensure!(
+                report.errors == 0 && report.lost_writes == 0,
+                "{} errors, {} lost writes",
+                report.errors,
+                report.lost_writes
+            );
+        }
+        Command::Mcp { tuning } => {
+            tuning.apply(&mut config)?;
+            runtime.block_on(async {
+                let service = myelin::serve::Service::open(&store, config).await?;
+                myelin::serve::mcp::run(service).await
+            })?;
         }
         Command::TrainGnn { flags, tuning } => {
             tuning.apply(&mut config)?;

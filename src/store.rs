@@ -65,11 +65,17 @@ pub enum Table {
     Nodes,
     /// One row per graph edge.
     Edges,
+    /// One row per change made through the serving API (append-only; outlives what it
+    /// records).
+    History,
 }
 
 impl Table {
     /// Every table, in the order they are written.
     pub const ALL: [Table; 5] = [Table::Episodes, Table::Questions, Table::Conversations, Table::Nodes, Table::Edges];
+    /// Every dataset a store may hold: the conversation tables and the history.
+    pub const STORED: [Table; 6] =
+        [Table::Episodes, Table::Questions, Table::Conversations, Table::Nodes, Table::Edges, Table::History];
 
     /// Dataset name (directory `<name>.lance`).
     pub fn name(self) -> &'static str {
@@ -79,6 +85,7 @@ impl Table {
             Table::Conversations => "conversations",
             Table::Nodes => "nodes",
             Table::Edges => "edges",
+            Table::History => "history",
         }
     }
 
@@ -141,6 +148,13 @@ impl Table {
                 Field::new("kind", DataType::Utf8, false),
                 Field::new("weight", DataType::Float32, false),
                 Field::new("hours", DataType::Float32, false),
+            ],
+            Table::History => vec![
+                Field::new("memory_id", DataType::Utf8, false),
+                Field::new("conversation", DataType::Utf8, false),
+                // "ADD" or "DELETE".
+                Field::new("event", DataType::Utf8, false),
+                Field::new("at", ts, false),
             ],
         };
         Arc::new(Schema::new(fields))
@@ -314,7 +328,7 @@ impl Store {
             }
         };
         let mut tables = BTreeMap::new();
-        for table in Table::ALL {
+        for table in Table::STORED {
             if let Some(&version) = manifest.tables.get(table.name()) {
                 let ds = Dataset::open(&uri(root, table)?).await?;
                 let ds = if ds.version().version == version { ds } else { ds.checkout_version(version).await? };
@@ -513,12 +527,35 @@ impl Store {
     }
 
     async fn scan(&self, table: Table, conversation: Option<&str>) -> Result<Vec<RecordBatch>> {
+        self.scan_where(table, conversation.map(|c| eq_filter("conversation", c))).await
+    }
+
+    async fn scan_where(&self, table: Table, filter: Option<String>) -> Result<Vec<RecordBatch>> {
         let Some(ds) = self.tables.get(&table) else { return Ok(Vec::new()) };
         let mut scanner = ds.scan();
-        if let Some(c) = conversation {
-            scanner.filter(&eq_filter("conversation", c))?;
+        if let Some(f) = filter {
+            scanner.filter(&f)?;
         }
         Ok(scanner.try_into_stream().await?.try_collect().await?)
+    }
+
+    /// The recorded changes of a memory (or of every memory when `memory_id` is `None`),
+    /// oldest first.
+    pub async fn history(&self, memory_id: Option<&str>) -> Result<Vec<HistoryEvent>> {
+        let mut out = Vec::new();
+        for batch in self.scan_where(Table::History, memory_id.map(|m| eq_filter("memory_id", m))).await? {
+            let at = ts_col(&batch, "at")?;
+            for r in 0..batch.num_rows() {
+                out.push(HistoryEvent {
+                    memory_id: str_col(&batch, "memory_id")?.value(r).to_string(),
+                    conversation: str_col(&batch, "conversation")?.value(r).to_string(),
+                    event: str_col(&batch, "event")?.value(r).to_string(),
+                    at: DateTime::from_timestamp_micros(at.value(r)).unwrap_or_default(),
+                });
+            }
+        }
+        out.sort_by_key(|e| e.at);
+        Ok(out)
     }
 
     /// The `embedding` column of a batch of `table`.
@@ -534,6 +571,16 @@ impl Store {
 
     fn schema_error(&self, what: &str) -> Error {
         Error::Store { path: self.root.clone(), message: format!("column {what} has an unexpected type") }
+    }
+
+    /// Deletes every version of every table older than the committed one, with the files only
+    /// they use: after a compacting write, deleted rows then exist in no file. Run by the one
+    /// writer, after its commit.
+    pub async fn purge_old_versions(&self) -> Result<()> {
+        for ds in self.tables.values() {
+            ds.cleanup_old_versions(chrono::Duration::zero(), Some(true), None).await?;
+        }
+        Ok(())
     }
 
     /// Starts a write transaction. Only one process writes a store at a time: a second one
@@ -575,7 +622,7 @@ fn check_foreign(root: &Path) -> Result<()> {
         let name = name.to_string_lossy();
         let ours = name == LOCK_FILE
             || name.starts_with(MANIFEST_FILE)
-            || Table::ALL.iter().any(|t| name == format!("{}.lance", t.name()));
+            || Table::STORED.iter().any(|t| name == format!("{}.lance", t.name()));
         if !ours {
             return Err(Error::Store {
                 path: root.to_path_buf(),
@@ -670,6 +717,20 @@ fn list_values(list: &ListArray, row: usize) -> Result<Vec<String>> {
 
 fn micros(t: Option<DateTime<Utc>>) -> Option<i64> {
     t.map(|t| t.timestamp_micros())
+}
+
+/// One recorded change of a memory. It holds no text, so a deleted memory's words survive
+/// nowhere.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryEvent {
+    /// The memory.
+    pub memory_id: String,
+    /// The conversation (scope) it belonged to.
+    pub conversation: String,
+    /// `ADD` or `DELETE`.
+    pub event: String,
+    /// When.
+    pub at: DateTime<Utc>,
 }
 
 /// A write in progress. Dropping it without [`WriteTxn::commit`] abandons every change.
@@ -773,6 +834,20 @@ impl WriteTxn {
         ];
         let batch = RecordBatch::try_new(Table::Episodes.schema(), columns)?;
         self.append(Table::Episodes, batch).await
+    }
+
+    /// Records changes in the history.
+    pub async fn append_history(&mut self, events: &[HistoryEvent]) -> Result<()> {
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from_iter_values(events.iter().map(|e| e.memory_id.as_str()))),
+            Arc::new(StringArray::from_iter_values(events.iter().map(|e| e.conversation.as_str()))),
+            Arc::new(StringArray::from_iter_values(events.iter().map(|e| e.event.as_str()))),
+            Arc::new(
+                TimestampMicrosecondArray::from_iter_values(events.iter().map(|e| e.at.timestamp_micros()))
+                    .with_timezone("UTC"),
+            ),
+        ];
+        self.append(Table::History, RecordBatch::try_new(Table::History.schema(), columns)?).await
     }
 
     /// Writes a conversation's questions and its summary row. Call after its episodes.
@@ -895,6 +970,22 @@ impl WriteTxn {
             Arc::new(Float32Array::from_iter_values(graph.edges.iter().map(|e| e.hours))),
         ];
         self.append(Table::Edges, RecordBatch::try_new(Table::Edges.schema(), columns)?).await
+    }
+
+    /// Rewrites every table this transaction changed without its deleted rows (Lance only
+    /// marks rows deleted until then). Call before [`WriteTxn::commit`]; afterwards
+    /// [`Store::purge_old_versions`] removes the files that still hold them.
+    pub async fn compact(&mut self) -> Result<()> {
+        use lance::dataset::optimize::{CompactionOptions, compact_files};
+        for ds in self.fresh.values_mut() {
+            let options = CompactionOptions {
+                materialize_deletions: true,
+                materialize_deletions_threshold: 0.0,
+                ..CompactionOptions::default()
+            };
+            compact_files(ds, options, None).await?;
+        }
+        Ok(())
     }
 
     /// Makes every change visible at once by replacing `myelin.json` atomically, and returns

@@ -8,4 +8,5 @@ mod embed_golden;
 mod gnn;
 mod gpu;
 mod retrieve;
+mod serve;
 mod tidy;

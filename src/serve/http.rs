@@ -1,0 +1,169 @@
+//! `myelin serve`: the [`Service`] as JSON over HTTP (axum), mem0's routes under `/v1`.
+//!
+//! Owns routing, request parsing, status codes and the bearer token. Every bad request gets a
+//! 4xx with `{"error": "..."}` and the server keeps serving. Must not touch the store or rank:
+//! every operation is a call on the [`Service`].
+
+use std::future::Future;
+use std::sync::Arc;
+
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{Message, Page, Scope, SearchRequest, Service};
+use crate::error::{Error, Result};
+
+/// Largest request body accepted by default, bytes.
+pub const DEFAULT_BODY_LIMIT: usize = 4 << 20;
+
+/// An error answer: a status and `{"error": message}`.
+#[derive(Debug)]
+pub struct ApiError(StatusCode, String);
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, Json(json!({ "error": self.1 }))).into_response()
+    }
+}
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        let status = match e {
+            Error::NotFound(_) => StatusCode::NOT_FOUND,
+            Error::InvalidArgument(_) => StatusCode::BAD_REQUEST,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApiError(status, e.to_string())
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(r: JsonRejection) -> Self {
+        ApiError(r.status(), r.body_text())
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(r: QueryRejection) -> Self {
+        ApiError(StatusCode::BAD_REQUEST, r.body_text())
+    }
+}
+
+type Answer = std::result::Result<Response, ApiError>;
+
+#[derive(Deserialize)]
+struct AddBody {
+    messages: Vec<Message>,
+    #[serde(flatten)]
+    scope: Scope,
+}
+
+#[derive(Deserialize)]
+struct BatchBody {
+    requests: Vec<SearchRequest>,
+}
+
+#[derive(Deserialize)]
+struct ListParams {
+    #[serde(flatten)]
+    scope: Scope,
+    #[serde(default)]
+    offset: Option<usize>,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+async fn add(State(s): State<Service>, body: std::result::Result<Json<AddBody>, JsonRejection>) -> Answer {
+    let Json(body) = body?;
+    let added = s.add(&body.scope, body.messages).await?;
+    Ok(Json(json!({ "results": added })).into_response())
+}
+
+async fn search(State(s): State<Service>, body: std::result::Result<Json<SearchRequest>, JsonRejection>) -> Answer {
+    let Json(body) = body?;
+    Ok(Json(s.search(&body).await?).into_response())
+}
+
+async fn search_batch(State(s): State<Service>, body: std::result::Result<Json<BatchBody>, JsonRejection>) -> Answer {
+    let Json(body) = body?;
+    Ok(Json(json!({ "results": s.search_batch(&body.requests).await? })).into_response())
+}
+
+async fn list(State(s): State<Service>, params: std::result::Result<Query<ListParams>, QueryRejection>) -> Answer {
+    let Query(p) = params?;
+    let d = Page::default();
+    let page = Page { offset: p.offset.unwrap_or(d.offset), limit: p.limit.unwrap_or(d.limit) };
+    Ok(Json(json!({ "results": s.get_all(&p.scope, page).await? })).into_response())
+}
+
+async fn delete_all(
+    State(s): State<Service>,
+    params: std::result::Result<Query<ListParams>, QueryRejection>,
+) -> Answer {
+    let Query(p) = params?;
+    Ok(Json(json!({ "deleted": s.delete_all(&p.scope).await? })).into_response())
+}
+
+async fn get_one(State(s): State<Service>, Path(id): Path<String>) -> Answer {
+    Ok(Json(s.get(&id).await?).into_response())
+}
+
+async fn delete_one(State(s): State<Service>, Path(id): Path<String>) -> Answer {
+    s.delete(&id).await?;
+    Ok(Json(json!({ "deleted": id })).into_response())
+}
+
+async fn history(State(s): State<Service>, Path(id): Path<String>) -> Answer {
+    Ok(Json(json!({ "results": s.history(&id).await? })).into_response())
+}
+
+async fn fallback() -> ApiError {
+    ApiError(StatusCode::NOT_FOUND, "no such route (see the README for the API)".into())
+}
+
+async fn check_token(State(token): State<Option<Arc<String>>>, request: Request, next: Next) -> Response {
+    if let Some(token) = token {
+        let given = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+        if given.and_then(|v| v.strip_prefix("Bearer ")) != Some(token.as_str()) {
+            return ApiError(StatusCode::UNAUTHORIZED, "missing or wrong bearer token".into()).into_response();
+        }
+    }
+    next.run(request).await
+}
+
+/// The routes over `service`; with a `token`, every request must carry
+/// `Authorization: Bearer <token>`.
+pub fn router(service: Service, token: Option<String>, body_limit: usize) -> Router {
+    let token = token.map(Arc::new);
+    Router::new()
+        .route("/v1/memories", post(add).get(list).delete(delete_all))
+        .route("/v1/memories/search", post(search))
+        .route("/v1/memories/search/batch", post(search_batch))
+        .route("/v1/memories/{id}", get(get_one).delete(delete_one))
+        .route("/v1/memories/{id}/history", get(history))
+        .route("/health", get(|| async { Json(json!({ "status": "ok" })) }))
+        .fallback(fallback)
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(middleware::from_fn_with_state(token, check_token))
+        .with_state(service)
+}
+
+/// Serves `router` on `listener` until `shutdown` completes.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<()> {
+    let addr = listener.local_addr().ok();
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(|e| Error::InvalidArgument(format!("serving on {addr:?}: {e}")))
+}

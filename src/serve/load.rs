@@ -1,0 +1,219 @@
+//! `myelin load`: drives a running `myelin serve` on loopback with concurrent clients that mix
+//! searches (real questions against scopes filled with real conversations) and writes (each
+//! client into its own scope), for a bounded time; then checks that every acknowledged write
+//! is listed. Reports throughput, latency percentiles, errors and lost writes.
+//!
+//! Owns the client side only (a minimal HTTP/1.1 client, one connection per request). Must not
+//! open the store: everything goes through the server.
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::conversation::Conversation;
+use crate::error::{Error, Result};
+use crate::eval::percentile;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    /// `host:port` of the server.
+    pub addr: String,
+    /// Bearer token, if the server wants one.
+    pub token: Option<String>,
+    /// Concurrent clients.
+    pub clients: usize,
+    /// How long they run.
+    pub duration: Duration,
+    /// Share of operations that are writes (the rest are searches).
+    pub write_share: f64,
+}
+
+/// Percentiles of one kind of request, milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Timing {
+    /// Requests answered 2xx.
+    pub ok: usize,
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Slowest.
+    pub max: f64,
+}
+
+/// What a run measured.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LoadReport {
+    /// Concurrent clients.
+    pub clients: usize,
+    /// Wall time of the timed phase, seconds.
+    pub seconds: f64,
+    /// Scopes searched and the memories in them.
+    pub search_scopes: usize,
+    /// Memories in the searched scopes.
+    pub search_memories: usize,
+    /// Searches.
+    pub search: Timing,
+    /// Writes.
+    pub write: Timing,
+    /// Requests that failed (transport error or non-2xx), with the first few messages.
+    pub errors: usize,
+    /// The first error messages.
+    pub error_samples: Vec<String>,
+    /// Acknowledged writes missing from the listing afterwards.
+    pub lost_writes: usize,
+    /// Requests answered per second.
+    pub requests_per_second: f64,
+}
+
+/// One request on a fresh connection: status and body.
+pub async fn request(addr: &str, token: Option<&str>, method: &str, path: &str, body: &[u8]) -> Result<(u16, Value)> {
+    let io = |e: std::io::Error| Error::InvalidArgument(format!("{method} {path} on {addr}: {e}"));
+    let mut s = tokio::net::TcpStream::connect(addr).await.map_err(io)?;
+    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await.map_err(io)?;
+    s.write_all(body).await.map_err(io)?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).await.map_err(io)?;
+    let text = String::from_utf8_lossy(&raw);
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| Error::InvalidArgument(format!("{method} {path}: no HTTP status in the answer")))?;
+    let payload = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    Ok((status, serde_json::from_str(payload).unwrap_or(Value::String(payload.to_string()))))
+}
+
+async fn ok_json(addr: &str, token: Option<&str>, method: &str, path: &str, body: &Value) -> Result<Value> {
+    let (status, v) = request(addr, token, method, path, body.to_string().as_bytes()).await?;
+    if !(200..300).contains(&status) {
+        return Err(Error::InvalidArgument(format!("{method} {path}: {status} {v}")));
+    }
+    Ok(v)
+}
+
+/// Fills one scope per conversation (`load-<id>`) with its turns, unless already there;
+/// returns each scope's questions.
+pub async fn fill(options: &LoadOptions, conversations: &[Conversation]) -> Result<Vec<(String, Vec<String>)>> {
+    let token = options.token.as_deref();
+    let mut out = Vec::new();
+    for c in conversations {
+        let user = format!("load-{}", c.id);
+        let have =
+            ok_json(&options.addr, token, "GET", &format!("/v1/memories?user_id={user}&limit=1"), &json!({})).await?;
+        if have["results"].as_array().is_none_or(|r| r.is_empty()) {
+            let messages: Vec<Value> = c
+                .turns()
+                .map(|t| json!({"role": t.speaker, "content": t.embedding_text(), "timestamp": t.timestamp}))
+                .collect();
+            ok_json(&options.addr, token, "POST", "/v1/memories", &json!({"user_id": user, "messages": messages}))
+                .await?;
+        }
+        out.push((user, c.questions.iter().map(|q| q.text.clone()).collect()));
+    }
+    Ok(out)
+}
+
+/// Runs the timed phase against `targets` (scope user id, its questions) and checks writes.
+pub async fn run(options: &LoadOptions, targets: &[(String, Vec<String>)], memories: usize) -> Result<LoadReport> {
+    if targets.iter().all(|(_, q)| q.is_empty()) {
+        return Err(Error::InvalidArgument("no question to search with".into()));
+    }
+    let started = Instant::now();
+    let deadline = started + options.duration;
+    let mut tasks = Vec::new();
+    for client in 0..options.clients {
+        let (options, targets) = (options.clone(), targets.to_vec());
+        tasks.push(tokio::spawn(async move {
+            let token = options.token.as_deref();
+            let mut searches = Vec::new();
+            let mut writes = Vec::new();
+            let mut errors = Vec::new();
+            let mut acked = Vec::new();
+            let mut n = 0u64;
+            while Instant::now() < deadline {
+                n += 1;
+                // A fixed pseudo-random sequence per client: runs are comparable.
+                let r = (n.wrapping_mul(0x9E3779B97F4A7C15) ^ (client as u64).wrapping_mul(0xBF58476D1CE4E5B9)) >> 11;
+                let pick = r as f64 / (1u64 << 53) as f64;
+                let t0 = Instant::now();
+                if pick < options.write_share {
+                    let body = json!({"user_id": format!("load-client-{client}"),
+                        "messages": [{"role": "user", "content": format!("client {client} note {n}: remember the number {r}")}]});
+                    match ok_json(&options.addr, token, "POST", "/v1/memories", &body).await {
+                        Ok(v) => {
+                            writes.push(t0.elapsed().as_secs_f64() * 1e3);
+                            acked.extend(v["results"].as_array().into_iter().flatten().filter_map(|m| m["id"].as_str().map(String::from)));
+                        }
+                        Err(e) => errors.push(e.to_string()),
+                    }
+                } else {
+                    let (user, questions) = &targets[(r as usize) % targets.len()];
+                    if questions.is_empty() {
+                        continue;
+                    }
+                    let query = &questions[(r as usize / targets.len()) % questions.len()];
+                    let body = json!({"user_id": user, "query": query});
+                    match ok_json(&options.addr, token, "POST", "/v1/memories/search", &body).await {
+                        Ok(_) => searches.push(t0.elapsed().as_secs_f64() * 1e3),
+                        Err(e) => errors.push(e.to_string()),
+                    }
+                }
+            }
+            (searches, writes, errors, acked)
+        }));
+    }
+    let mut searches = Vec::new();
+    let mut writes = Vec::new();
+    let mut errors = Vec::new();
+    let mut acked: Vec<(usize, Vec<String>)> = Vec::new();
+    for (client, t) in tasks.into_iter().enumerate() {
+        let (s, w, e, a) = t.await.map_err(|e| Error::InvalidArgument(format!("client {client}: {e}")))?;
+        searches.extend(s);
+        writes.extend(w);
+        errors.extend(e);
+        acked.push((client, a));
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let mut lost = 0;
+    for (client, ids) in &acked {
+        if ids.is_empty() {
+            continue;
+        }
+        let path = format!("/v1/memories?user_id=load-client-{client}&limit=1000000");
+        let listed = ok_json(&options.addr, options.token.as_deref(), "GET", &path, &json!({})).await?;
+        let have: std::collections::HashSet<&str> =
+            listed["results"].as_array().into_iter().flatten().filter_map(|m| m["id"].as_str()).collect();
+        lost += ids.iter().filter(|id| !have.contains(id.as_str())).count();
+    }
+    let timing = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        Timing {
+            ok: v.len(),
+            p50: percentile(&v, 0.5),
+            p99: percentile(&v, 0.99),
+            max: v.last().copied().unwrap_or(0.0),
+        }
+    };
+    let total = searches.len() + writes.len() + errors.len();
+    Ok(LoadReport {
+        clients: options.clients,
+        seconds,
+        search_scopes: targets.len(),
+        search_memories: memories,
+        search: timing(searches),
+        write: timing(writes),
+        errors: errors.len(),
+        error_samples: errors.into_iter().take(5).collect(),
+        lost_writes: lost,
+        requests_per_second: total as f64 / seconds.max(1e-9),
+    })
+}

@@ -1,0 +1,417 @@
+//! `myelin serve` through real HTTP on loopback: scopes never see each other's memories,
+//! deletion leaves no byte of a memory in the store, a kill -9 during a stream of writes loses
+//! no acknowledged write, bad requests get a 4xx and the server keeps serving, the token is
+//! enforced.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::common::{bin, root};
+
+/// A running `myelin serve`, killed (SIGKILL) when dropped.
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Server {
+    fn start(store: &Path, extra: &[&str]) -> Server {
+        let mut child = Command::new(bin())
+            .current_dir(root())
+            .args(["--quiet", "--store"])
+            .arg(store)
+            .args(["serve", "--addr", "127.0.0.1:0"])
+            .args(extra)
+            .env_remove("MYELIN_CONFIG")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn myelin serve");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("read address");
+        let addr = line.trim().strip_prefix("listening on http://").unwrap_or_else(|| panic!("{line}")).to_string();
+        Server { child, addr }
+    }
+
+    /// Sends one request; returns the status and the body (JSON when it parses).
+    fn call(&self, method: &str, path: &str, body: Option<&[u8]>, token: Option<&str>) -> (u16, Value) {
+        send(&self.addr, method, path, body.unwrap_or(b""), token).unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+    }
+
+    fn json(&self, method: &str, path: &str, body: Value) -> (u16, Value) {
+        self.call(method, path, Some(body.to_string().as_bytes()), None)
+    }
+
+    fn kill(mut self) {
+        self.child.kill().expect("kill -9");
+        self.child.wait().expect("reap");
+    }
+}
+
+/// One HTTP/1.1 request on a fresh connection: the status and the body (JSON when it parses).
+fn send(addr: &str, method: &str, path: &str, body: &[u8], token: Option<&str>) -> Result<(u16, Value), String> {
+    let mut s = TcpStream::connect(addr).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_secs(120))).map_err(|e| e.to_string())?;
+    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).map_err(|e| e.to_string())?;
+    // A server may answer (413) before reading a large body; a broken pipe is then fine.
+    let _ = s.write_all(body);
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw);
+    let status: u16 = text.split(' ').nth(1).and_then(|c| c.parse().ok()).ok_or(format!("no status in '{text}'"))?;
+    let payload = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    Ok((status, serde_json::from_str(payload).unwrap_or(Value::String(payload.to_string()))))
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn ids(v: &Value) -> Vec<String> {
+    v["results"].as_array().expect("results").iter().map(|m| m["id"].as_str().expect("id").to_string()).collect()
+}
+
+/// Whether any file under `dir` contains `needle`.
+fn any_file_contains(dir: &Path, needle: &[u8]) -> Option<PathBuf> {
+    for entry in std::fs::read_dir(dir).expect("read dir").flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            if let Some(p) = any_file_contains(&path, needle) {
+                return Some(p);
+            }
+        } else if std::fs::read(&path).expect("read").windows(needle.len()).any(|w| w == needle) {
+            return Some(path);
+        }
+    }
+    None
+}
+
+#[test]
+fn scopes_are_isolated_deletion_leaves_nothing_and_a_restart_keeps_everything() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    let server = Server::start(&store, &[]);
+    // Five scopes that say nearly the same things: the same dog, beach and city, so shared
+    // concepts would carry activation across scopes if graphs were shared.
+    let scopes = [
+        json!({"user_id": "alice"}),
+        json!({"user_id": "bob"}),
+        json!({"user_id": "alice", "run_id": "r1"}),
+        json!({"agent_id": "planner"}),
+        json!({"user_id": "carol", "agent_id": "planner"}),
+    ];
+    let mut owned: Vec<Vec<String>> = Vec::new();
+    for (i, scope) in scopes.iter().enumerate() {
+        let mut body = scope.clone();
+        body["messages"] = json!([
+            {"role": "user", "content": format!("My dog Rex loves the beach in Lisbon (scope {i}).")},
+            {"role": "assistant", "content": format!("Rex the dog goes to the beach every Sunday, scope {i} says.")},
+            {"role": "user", "content": format!("I work as a nurse in Lisbon and my marker is m{i}.")},
+        ]);
+        let (status, v) = server.json("POST", "/v1/memories", body);
+        assert_eq!(status, 200, "{v}");
+        owned.push(ids(&v));
+    }
+    let secret = "xylophone-quasar";
+    let mut body = scopes[0].clone();
+    body["messages"] = json!([{"role": "user", "content": format!("My secret code word is {secret}.")}]);
+    let (status, v) = server.json("POST", "/v1/memories", body);
+    assert_eq!(status, 200, "{v}");
+    let secret_id = ids(&v)[0].clone();
+    owned[0].push(secret_id.clone());
+
+    for (i, scope) in scopes.iter().enumerate() {
+        for query in ["Where does Rex the dog like to go?", "Which scope is this and what is the marker?", "Lisbon"] {
+            let mut req = scope.clone();
+            req["query"] = json!(query);
+            let (status, v) = server.json("POST", "/v1/memories/search", req);
+            assert_eq!(status, 200, "{v}");
+            let found = ids(&v);
+            assert!(!found.is_empty(), "scope {i}: {query}: nothing");
+            assert!(found.iter().all(|id| owned[i].contains(id)), "scope {i} got another scope's memory: {v}");
+            for m in v["results"].as_array().unwrap() {
+                for key in ["user_id", "agent_id", "run_id"] {
+                    assert_eq!(m.get(key), scope.get(key), "scope {i}: {m}");
+                }
+            }
+        }
+        let query: Vec<String> =
+            scope.as_object().unwrap().iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap())).collect();
+        let (status, v) = server.call("GET", &format!("/v1/memories?{}", query.join("&")), None, None);
+        assert_eq!(status, 200, "{v}");
+        let mut listed = ids(&v);
+        listed.sort();
+        let mut expected = owned[i].clone();
+        expected.sort();
+        assert_eq!(listed, expected, "scope {i}: list");
+        let (status, v) = server.call("GET", &format!("/v1/memories/{}", owned[i][1]), None, None);
+        assert_eq!(status, 200);
+        assert_eq!(
+            v["memory"].as_str().unwrap(),
+            format!("Rex the dog goes to the beach every Sunday, scope {i} says.")
+        );
+    }
+    // A search batch answers each request in its own scope, in order.
+    let requests: Vec<Value> = scopes
+        .iter()
+        .map(|s| {
+            let mut r = s.clone();
+            r["query"] = json!("marker");
+            r
+        })
+        .collect();
+    let (status, v) = server.json("POST", "/v1/memories/search/batch", json!({ "requests": requests }));
+    assert_eq!(status, 200, "{v}");
+    for (i, r) in v["results"].as_array().unwrap().iter().enumerate() {
+        assert!(ids(r).iter().all(|id| owned[i].contains(id)), "batch {i}: {r}");
+    }
+
+    // Deleting: the memory is gone from search, get, every file of the store; history keeps
+    // the events.
+    assert!(any_file_contains(&store, secret.as_bytes()).is_some(), "the secret was stored");
+    let (status, _) = server.call("DELETE", &format!("/v1/memories/{secret_id}"), None, None);
+    assert_eq!(status, 200);
+    let mut req = scopes[0].clone();
+    req["query"] = json!(format!("My secret code word is {secret}."));
+    let (_, v) = server.json("POST", "/v1/memories/search", req);
+    assert!(!ids(&v).contains(&secret_id), "{v}");
+    assert!(!v.to_string().contains(secret), "{v}");
+    let (status, _) = server.call("GET", &format!("/v1/memories/{secret_id}"), None, None);
+    assert_eq!(status, 404);
+    if let Some(file) = any_file_contains(&store, secret.as_bytes()) {
+        panic!("{} still holds the deleted memory", file.display());
+    }
+    let (status, v) = server.call("GET", &format!("/v1/memories/{secret_id}/history"), None, None);
+    assert_eq!(status, 200, "{v}");
+    let events: Vec<&str> = v["results"].as_array().unwrap().iter().map(|e| e["event"].as_str().unwrap()).collect();
+    assert_eq!(events, ["ADD", "DELETE"]);
+    owned[0].retain(|id| *id != secret_id);
+
+    let (status, v) = server.call("DELETE", "/v1/memories?user_id=bob", None, None);
+    assert_eq!((status, v["deleted"].as_u64()), (200, Some(3)), "{v}");
+    let (status, _) = server.json("POST", "/v1/memories/search", json!({"user_id": "bob", "query": "dog"}));
+    assert_eq!(status, 404);
+
+    // kill -9 and restart: everything acknowledged is there, nothing else.
+    server.kill();
+    let server = Server::start(&store, &[]);
+    let (_, v) = server.call("GET", "/v1/memories?user_id=alice", None, None);
+    assert_eq!(ids(&v), owned[0]);
+    let (_, v) = server.call("GET", "/v1/memories?user_id=bob", None, None);
+    assert!(ids(&v).is_empty(), "{v}");
+    let (status, v) = server.json("POST", "/v1/memories/search", json!({"agent_id": "planner", "query": "marker m3"}));
+    assert_eq!(status, 200, "{v}");
+    assert!(ids(&v).iter().all(|id| owned[3].contains(id)));
+}
+
+#[test]
+fn a_kill_during_a_stream_of_writes_loses_no_acknowledged_write() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    let server = Server::start(&store, &[]);
+    let addr = server.addr.clone();
+    // A writer that adds two messages per request as fast as it can and records what was
+    // acknowledged; the server is killed while it runs.
+    let writer = std::thread::spawn(move || {
+        let mut acked: Vec<Vec<String>> = Vec::new();
+        for i in 0.. {
+            let body = json!({"user_id": "w", "messages": [
+                {"role": "user", "content": format!("write {i} first half")},
+                {"role": "user", "content": format!("write {i} second half")},
+            ]});
+            match send(&addr, "POST", "/v1/memories", body.to_string().as_bytes(), None) {
+                Ok((200, v)) => acked.push(ids(&v)),
+                _ => break,
+            }
+        }
+        acked
+    });
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while any_versions(&store) < 6 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(150));
+    server.kill();
+    let acked = writer.join().expect("writer");
+    assert!(acked.len() >= 2, "only {} writes acknowledged before the kill", acked.len());
+
+    let server = Server::start(&store, &[]);
+    let (status, v) = server.call("GET", "/v1/memories?user_id=w&limit=100000", None, None);
+    assert_eq!(status, 200, "{v}");
+    let listed = ids(&v);
+    for pair in &acked {
+        for id in pair {
+            assert!(listed.contains(id), "acknowledged write {id} lost");
+        }
+    }
+    // Nothing half-written: a request is there whole or not at all (at most the one in
+    // flight when the kill came, and then both its messages).
+    let extra = listed.len() - 2 * acked.len();
+    assert!(extra == 0 || extra == 2, "{extra} memories beyond the acknowledged ones");
+    let texts: Vec<String> =
+        v["results"].as_array().unwrap().iter().map(|m| m["memory"].as_str().unwrap().to_string()).collect();
+    for t in texts.iter().filter(|t| t.ends_with("first half")) {
+        assert!(texts.contains(&t.replace("first half", "second half")), "half of a write: {t}");
+    }
+    // And the store takes new writes without any repair step.
+    let (status, v) = server.json(
+        "POST",
+        "/v1/memories",
+        json!({"user_id": "w", "messages": [{"role": "user", "content": "after"}]}),
+    );
+    assert_eq!(status, 200, "{v}");
+}
+
+/// Committed writes so far (the generation in the manifest).
+fn any_versions(store: &Path) -> u64 {
+    std::fs::read(store.join("myelin.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .and_then(|v| v["generation"].as_u64())
+        .unwrap_or(0)
+}
+
+#[test]
+fn bad_requests_get_a_4xx_and_the_token_is_enforced() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "s3cret\n").expect("token");
+    let server = Server::start(&store, &["--token-file", token_file.to_str().unwrap(), "--max-body-bytes", "2000"]);
+    let t = Some("s3cret");
+    let (status, v) = server.call("GET", "/health", None, None);
+    assert_eq!(status, 401, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("bearer token"));
+    let (status, _) = server.call("GET", "/health", None, Some("wrong"));
+    assert_eq!(status, 401);
+    let add = json!({"user_id": "u", "messages": [{"role": "user", "content": "I live in Oslo."}]}).to_string();
+    let (status, v) = server.call("POST", "/v1/memories", Some(add.as_bytes()), t);
+    assert_eq!(status, 200, "{v}");
+    let id = ids(&v)[0].clone();
+
+    let cases: Vec<(&str, &str, Vec<u8>, u16, &str)> = vec![
+        ("POST", "/v1/memories/search", b"{\"user_id\": \"u\", \"query\": ".to_vec(), 400, "JSON"),
+        (
+            "POST",
+            "/v1/memories/search",
+            json!({"user_id": "u", "query": "   "}).to_string().into_bytes(),
+            400,
+            "empty query",
+        ),
+        ("POST", "/v1/memories/search", json!({"query": "where?"}).to_string().into_bytes(), 400, "needs a user_id"),
+        (
+            "POST",
+            "/v1/memories/search",
+            json!({"user_id": "nobody", "query": "where?"}).to_string().into_bytes(),
+            404,
+            "no memories in scope",
+        ),
+        ("POST", "/v1/memories/search", vec![0xff, 0xfe, 0x7b], 400, "JSON"),
+        ("POST", "/v1/memories", json!({"user_id": "u", "messages": []}).to_string().into_bytes(), 400, "no message"),
+        (
+            "POST",
+            "/v1/memories",
+            json!({"user_id": "u", "messages": [{"role": "user", "content": ""}]}).to_string().into_bytes(),
+            400,
+            "empty content",
+        ),
+        (
+            "POST",
+            "/v1/memories",
+            json!({"user_id": "a;b", "messages": [{"role": "user", "content": "x"}]}).to_string().into_bytes(),
+            400,
+            "user_id",
+        ),
+        ("POST", "/v1/memories", vec![b'x'; 5000], 413, ""),
+        ("GET", "/v1/memories/0123", Vec::new(), 404, "no memory with id"),
+        ("DELETE", "/v1/memories/0123", Vec::new(), 404, "no memory with id"),
+        ("GET", "/v1/memories?offset=minus", Vec::new(), 400, ""),
+        ("GET", "/v2/nothing", Vec::new(), 404, "no such route"),
+    ];
+    for (method, path, body, expected, needle) in cases {
+        let (status, v) = server.call(method, path, Some(&body), t);
+        assert_eq!(status, expected, "{method} {path}: {v}");
+        assert!(v.to_string().contains(needle), "{method} {path}: {v}");
+    }
+    // Still serving, and nothing was lost.
+    let (status, v) = server.call("GET", &format!("/v1/memories/{id}"), None, t);
+    assert_eq!((status, v["memory"].as_str()), (200, Some("I live in Oslo.")), "{v}");
+    let (status, _) = server.call("GET", "/health", None, t);
+    assert_eq!(status, 200);
+}
+
+#[test]
+fn mcp_on_stdio_lists_its_tools_and_adds_searches_lists_deletes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    let mut child = Command::new(bin())
+        .current_dir(root())
+        .args(["--quiet", "--store"])
+        .arg(&store)
+        .arg("mcp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn myelin mcp");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut next_id = 0;
+    let mut rpc = |method: &str, params: Value| -> Value {
+        next_id += 1;
+        let msg = json!({"jsonrpc": "2.0", "id": next_id, "method": method, "params": params});
+        writeln!(stdin, "{msg}").expect("write");
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("read");
+        let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert_eq!(v["id"], next_id, "{v}");
+        v
+    };
+    let init = rpc(
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}),
+    );
+    assert_eq!(init["result"]["serverInfo"]["name"], "myelin");
+    let tools = rpc("tools/list", json!({}));
+    let names: Vec<&str> =
+        tools["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["add_memory", "search_memory", "list_memories", "delete_memory"]);
+    let call = |rpc: &mut dyn FnMut(&str, Value) -> Value, name: &str, arguments: Value| -> Value {
+        let v = rpc("tools/call", json!({"name": name, "arguments": arguments}));
+        assert!(v["result"]["isError"].is_null(), "{name}: {v}");
+        v["result"]["structuredContent"].clone()
+    };
+    let added = call(&mut rpc, "add_memory", json!({"user_id": "u", "text": "I adopted a cat named Miso."}));
+    let id = added["results"][0]["id"].as_str().unwrap().to_string();
+    call(
+        &mut rpc,
+        "add_memory",
+        json!({"user_id": "v", "messages": [{"role": "user", "content": "My cat is called Pixel."}]}),
+    );
+    let found = call(&mut rpc, "search_memory", json!({"user_id": "u", "query": "What is my cat called?"}));
+    assert_eq!(found["results"].as_array().unwrap().len(), 1, "{found}");
+    assert_eq!(found["results"][0]["id"], id.as_str());
+    let listed = call(&mut rpc, "list_memories", json!({"user_id": "u"}));
+    assert_eq!(listed["results"][0]["memory"], "I adopted a cat named Miso.");
+    call(&mut rpc, "delete_memory", json!({"id": id}));
+    // A failing tool is a result with isError; an unknown method is a JSON-RPC error.
+    let gone = rpc("tools/call", json!({"name": "search_memory", "arguments": {"user_id": "u", "query": "cat"}}));
+    assert_eq!(gone["result"]["isError"], true, "{gone}");
+    let unknown = rpc("resources/list", json!({}));
+    assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
+    drop(stdin);
+    assert!(child.wait().expect("wait").success(), "mcp exits when stdin closes");
+}
