@@ -415,3 +415,26 @@ fn mcp_on_stdio_lists_its_tools_and_adds_searches_lists_deletes() {
     drop(stdin);
     assert!(child.wait().expect("wait").success(), "mcp exits when stdin closes");
 }
+
+#[test]
+fn the_blocking_facade_runs_the_library_without_a_server() {
+    use myelin::serve::{BlockingService, Message, Page, Scope, SearchRequest};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let service = BlockingService::open(&dir.path().join("store"), myelin::config::Config::default()).expect("open");
+    let alice = Scope::user("alice");
+    let message = |text: &str| Message { role: "user".into(), content: text.into(), timestamp: None };
+    let added = service
+        .add(&alice, vec![message("I keep bees on my roof."), message("My sister lives in Porto.")])
+        .expect("add");
+    service.add(&Scope::user("bob"), vec![message("I keep bees in the garden.")]).expect("add bob");
+    let request = SearchRequest { query: "Where are the bees?".into(), scope: alice.clone(), limit: Some(1) };
+    let found = service.search(&request).expect("search");
+    assert_eq!(found.results.len(), 1);
+    assert_eq!(found.results[0].id, added[0].id);
+    assert_eq!(service.get_all(&alice, Page::default()).expect("list").len(), 2);
+    service.delete(&added[0].id).expect("delete");
+    assert!(service.get(&added[0].id).is_err());
+    assert_eq!(service.history(&added[0].id).expect("history").len(), 2);
+    assert_eq!(service.delete_all(&alice).expect("delete all"), 1);
+    assert!(service.search(&request).unwrap_err().to_string().contains("no memories in scope"));
+}
