@@ -490,15 +490,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Serve { addr, token_file, max_body_bytes, tuning } => {
             tuning.apply(&mut config)?;
-            let token = match token_file {
-                Some(f) => {
-                    let t = std::fs::read_to_string(&f).with_context(|| format!("reading {}", f.display()))?;
-                    let t = t.trim().to_string();
-                    anyhow::ensure!(!t.is_empty(), "{}: empty token", f.display());
-                    Some(t)
-                }
-                None => None,
-            };
+            let token = token_file.as_deref().map(read_token).transpose()?;
             runtime.block_on(async {
                 let service = myelin::serve::Service::open(&store, config).await?;
                 let listener =
@@ -517,12 +509,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Load { addr, locomo, conversations, clients, seconds, write_share, token_file, json } => {
             anyhow::ensure!(clients > 0 && seconds > 0, "--clients and --seconds must be at least 1");
             anyhow::ensure!((0.0..=1.0).contains(&write_share), "--write-share {write_share} is not in [0, 1]");
-            let token = match token_file {
-                Some(f) => Some(
-                    std::fs::read_to_string(&f).with_context(|| format!("reading {}", f.display()))?.trim().to_string(),
-                ),
-                None => None,
-            };
+            let token = token_file.as_deref().map(read_token).transpose()?;
             let mut loaded = myelin::ingest::load_path(&locomo, &config.ingest.load_options())?;
             if !conversations.is_empty() {
                 loaded.conversations.retain(|c| conversations.contains(&c.id));
@@ -644,6 +631,14 @@ fn apply_ingest_flags(config: &mut Config, flags: &IngestFlags) {
     if let Some(c) = flags.chunk_turns {
         config.ingest.chunk_turns = c;
     }
+}
+
+/// The bearer token in `path` (surrounding whitespace dropped; empty is an error).
+fn read_token(path: &Path) -> anyhow::Result<String> {
+    let t = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let t = t.trim().to_string();
+    anyhow::ensure!(!t.is_empty(), "{}: empty token", path.display());
+    Ok(t)
 }
 
 /// A progress bar on a terminal, counting `unit`; hidden otherwise.
