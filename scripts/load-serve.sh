@@ -6,7 +6,8 @@
 #   scripts/load-serve.sh [LOCOMO_FILE] [CLIENTS] [SECONDS] [OUT_DIR]
 #
 # Defaults: $MYELIN_DATASETS/locomo/locomo10-dev.json, 64 clients, 30 s,
-# bench-results/serve-load-<date>. MYELIN_BIN picks the binary (default target/release/myelin).
+# bench-results/serve-load-<date>. MYELIN_BIN picks the binary (default target/release/myelin);
+# LOAD_FLAGS passes more flags to `myelin load` (e.g. "--write-share 0" for searches only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${MYELIN_BIN:-target/release/myelin}
@@ -28,8 +29,8 @@ ADDR=$(sed -n 's|listening on http://||p' "$OUT/serve.out")
   echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "binary: $BIN"
   echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs) x $(nproc)"
-  echo "file: $FILE; clients: $CLIENTS; seconds: $SECONDS_"
+  echo "file: $FILE; clients: $CLIENTS; seconds: $SECONDS_; flags: ${LOAD_FLAGS:-}"
 } >"$OUT/SETUP.txt"
-"$BIN" load --addr "$ADDR" --locomo "$FILE" --clients "$CLIENTS" --seconds "$SECONDS_" --json "$OUT/report.json" \
+"$BIN" load --addr "$ADDR" --locomo "$FILE" --clients "$CLIENTS" --seconds "$SECONDS_" --json "$OUT/report.json" ${LOAD_FLAGS:-} \
   2>&1 | tee "$OUT/summary.txt"
 echo "results in $OUT" >&2
