@@ -786,14 +786,7 @@ fn embed_bench(path: &Path, config: &Config, repeat: usize, json: bool) -> anyho
 }
 
 async fn load_memory(store: &Store, conversation: &str, config: &Config) -> anyhow::Result<Memory> {
-    let episodes = store.episodes(conversation).await?;
-    let graph = store.graph(conversation).await?.with_context(|| {
-        format!(
-            "conversation '{conversation}' has no memory graph (written by an older version): \
-             ingest its source again, or run `myelin eval` on it"
-        )
-    })?;
-    Ok(Memory::new(conversation, episodes, graph, config.retrieve.clone())?)
+    Ok(myelin::ingest::pipeline::stored_memory(store, conversation, &config.retrieve).await?)
 }
 
 async fn query(

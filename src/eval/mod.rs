@@ -17,9 +17,9 @@ use serde::Serialize;
 use crate::embed::Embedder;
 use crate::error::{Error, Result};
 use crate::gnn::FeatureSet;
-use crate::gnn::features::cold_start_blend;
 use crate::gnn::train::Example;
 use crate::gpu::{Backend, GpuConfig};
+use crate::ingest::pipeline::stored_memory;
 use crate::retrieve::bm25::Analyzer;
 use crate::retrieve::engine::{BatchReport, Choice, Engine};
 use crate::retrieve::{Memory, Mode, Query, Retrieval, RetrieveConfig};
@@ -251,10 +251,8 @@ pub async fn load(
     progress.set_length(all_questions.iter().map(Vec::len).sum::<usize>() as u64);
     for (id, questions) in conversations.iter().zip(all_questions) {
         progress.set_message(id.clone());
-        let episodes = store.episodes(id).await?;
-        let graph = store.graph(id).await?.ok_or_else(|| {
-            Error::InvalidArgument(format!("conversation '{id}' has no graph; ingest it again or run `myelin eval`"))
-        })?;
+        let memory = stored_memory(store, id, config).await?;
+        let episodes = memory.episodes();
         let position: HashMap<&str, u32> =
             episodes.iter().enumerate().map(|(i, e)| (e.turn_id.as_str(), i as u32)).collect();
         let golds: Vec<Vec<u32>> = questions
@@ -265,7 +263,7 @@ pub async fn load(
         loaded.tokens.push(texts.iter().map(|t| embedder.token_count(t)).collect::<Result<_>>()?);
         drop(position);
         let m = loaded.memories.len();
-        loaded.memories.push(Memory::new(id, episodes, graph, config.clone())?);
+        loaded.memories.push(memory);
         for (q, gold) in questions.into_iter().zip(golds) {
             let t0 = Instant::now();
             let embedding = embedder.embed_one(&q.text)?;
@@ -297,10 +295,7 @@ pub fn training_examples(loaded: &Loaded, set: FeatureSet) -> Result<Vec<Example
         .map(|q| {
             let memory = &loaded.memories[q.memory];
             let r = memory.retrieve(&q.query, Mode::Synapse)?;
-            let candidates = memory.candidates(&q.query, &memory.lexical(&q.query), &r);
-            let embeddings: Vec<&[f32]> = candidates.nodes.iter().map(|c| memory.embedding(c.node)).collect();
-            let g = &memory.config().gnn;
-            let blend = cold_start_blend(memory.episodes().len(), g.cold_start_episodes);
+            let (candidates, embeddings) = memory.gnn_input(&q.query, &r);
             Example::new(
                 set,
                 &candidates,
@@ -309,7 +304,7 @@ pub fn training_examples(loaded: &Loaded, set: FeatureSet) -> Result<Vec<Example
                 &q.gold,
                 memory.conversation(),
                 &q.group,
-                blend,
+                memory.cold_start(),
             )
         })
         .collect()

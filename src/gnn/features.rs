@@ -142,8 +142,6 @@ pub struct Candidates {
     pub hits: usize,
     /// Directed edges between local ids.
     pub edges: Vec<(u32, u32)>,
-    /// Episodes in the conversation (for the cold-start blend).
-    pub episodes: usize,
 }
 
 /// Row-major features (`nodes × set.width(dim)`); `embeddings` are the nodes' embeddings in
@@ -229,7 +227,7 @@ mod tests {
         let mut linking = candidate(7, true);
         linking.ranked = None;
         linking.rank = None;
-        let c = Candidates { nodes: vec![candidate(2, false), linking], hits: 1, edges: vec![], episodes: 10 };
+        let c = Candidates { nodes: vec![candidate(2, false), linking], hits: 1, edges: vec![] };
         let f = features(FeatureSet::Signals, &c, &[1.0, 0.0], &[]).unwrap();
         assert_eq!(f.len(), 2 * SCALAR_FEATURES.len());
         let row = |i: usize, name: &str| f[i * 15 + SCALAR_FEATURES.iter().position(|n| *n == name).unwrap()];
@@ -246,7 +244,7 @@ mod tests {
 
     #[test]
     fn product_features_scale_the_elementwise_product() {
-        let c = Candidates { nodes: vec![candidate(0, false)], hits: 1, edges: vec![], episodes: 1 };
+        let c = Candidates { nodes: vec![candidate(0, false)], hits: 1, edges: vec![] };
         let (q, e) = ([0.6f32, 0.8], [0.8f32, 0.6]);
         let f = features(FeatureSet::Product, &c, &q, &[&e]).unwrap();
         assert_eq!(f.len(), FeatureSet::Product.width(2));

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use candle_core::{Device, Tensor};
+use candle_core::Device;
 use serde::{Deserialize, Serialize};
 
 use super::features::{Candidates, FeatureSet, features};
@@ -128,23 +128,12 @@ impl Relevance {
         Ok(Relevance { source, card, weights })
     }
 
-    /// From a training run.
-    pub fn new(source: String, card: Card, weights: Weights) -> Result<Relevance> {
-        card.check(&source)?;
-        Ok(Relevance { source, card, weights })
-    }
-
     /// The model given in the settings: a file, or the shipped one.
     pub fn for_config(weights: Option<&Path>) -> Result<Arc<Relevance>> {
         match weights {
             Some(path) => Relevance::load(path).map(Arc::new),
             None => Relevance::shipped(),
         }
-    }
-
-    /// The network.
-    pub fn weights(&self) -> &Weights {
-        &self.weights
     }
 
     /// Relevance in [0, 1] of every candidate node for `query` (L2-normalised embedding);
@@ -172,12 +161,6 @@ pub fn rerank(scores: &[f32], relevance: &[f32], weight: f32) -> Vec<usize> {
     let c: Vec<f32> = scores.iter().zip(relevance).map(|(&s, &r)| combined(s, r, weight)).collect();
     order.sort_by(|&a, &b| c[b].total_cmp(&c[a]).then(a.cmp(&b)));
     order
-}
-
-/// Variables of a model as tensors (to keep the best epoch's).
-pub fn snapshot(weights: &Weights) -> Result<Vec<(String, Tensor)>> {
-    let data = weights.varmap.data().lock().map_err(|_| Error::Model("GNN variables poisoned".into()))?;
-    data.iter().map(|(k, v)| Ok((k.clone(), v.as_tensor().copy()?))).collect()
 }
 
 #[cfg(test)]

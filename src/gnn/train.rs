@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::features::{Candidates, FeatureSet, features};
 use super::model::{GnnShape, Subgraph, Weights};
-use super::relevance::{rerank, snapshot};
+use super::relevance::rerank;
 use crate::error::{Error, Result};
 
 /// Ranks recall is measured at while training.
@@ -292,6 +292,12 @@ fn best_weight(examples: &[Example], relevance: &[Vec<f32>], options: &TrainOpti
     best
 }
 
+/// Variables of a model as tensors (to keep the best epoch's).
+fn snapshot(weights: &Weights) -> Result<Vec<(String, Tensor)>> {
+    let data = weights.varmap.data().lock().map_err(|_| Error::Model("GNN variables poisoned".into()))?;
+    data.iter().map(|(k, v)| Ok((k.clone(), v.as_tensor().copy()?))).collect()
+}
+
 /// The best epoch so far and its variables.
 struct Best {
     epoch: usize,
@@ -425,7 +431,7 @@ mod tests {
         let nodes: Vec<Candidate> =
             (0..12u32).map(|i| candidate(i, 1.0 - i as f32 * 0.01, if i == gold { 0.9 } else { 0.1 })).collect();
         let edges = (0..11u32).flat_map(|i| [(i, i + 1), (i + 1, i)]).collect();
-        let c = Candidates { nodes, hits: 12, edges, episodes: 100 };
+        let c = Candidates { nodes, hits: 12, edges };
         Example::new(FeatureSet::Signals, &c, &[1.0], &[], &[gold], conversation, "g", 1.0).unwrap()
     }
 

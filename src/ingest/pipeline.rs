@@ -19,7 +19,7 @@ use crate::conversation::{Conversation, Turn};
 use crate::embed::{EMBEDDING_DIM, Embedder};
 use crate::error::{Error, Result};
 use crate::graph::{Graph, GraphConfig, build_graph};
-use crate::retrieve::Memory;
+use crate::retrieve::{Memory, RetrieveConfig};
 use crate::store::{Episode, Store, WriteTxn};
 
 /// Turns embedded and appended per Lance write: bounds memory by this, not by the history.
@@ -204,6 +204,19 @@ pub fn graph_of(
 ) -> Result<Graph> {
     let episodes: Vec<(&str, _)> = episodes.iter().map(|(t, d)| (t.as_str(), *d)).collect();
     blocking(|| build_graph(&episodes, config, &mut |labels: &[String]| embedder.embed(labels)))
+}
+
+/// A stored conversation's memory: its episodes and graph read from `store`, indexed for
+/// queries with `config`. A conversation without a graph is an error that says what to do.
+pub async fn stored_memory(store: &Store, conversation: &str, config: &RetrieveConfig) -> Result<Memory> {
+    let episodes = store.episodes(conversation).await?;
+    let graph = store.graph(conversation).await?.ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "conversation '{conversation}' has no memory graph (written by an older version): \
+             ingest its source again, or run `myelin eval` on it"
+        ))
+    })?;
+    Memory::new(conversation, episodes, graph, config.clone())
 }
 
 /// A conversation's memory built in memory, without a store: its turns embedded, its graph

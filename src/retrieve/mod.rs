@@ -665,7 +665,21 @@ impl Memory {
         }
         edges.sort_unstable();
         edges.dedup();
-        Candidates { nodes, hits, edges, episodes: self.episodes.len() }
+        Candidates { nodes, hits, edges }
+    }
+
+    /// What the learned relevance takes for a synapse-family result: its candidates (see
+    /// [`Memory::candidates`]) and their embeddings, in candidate order.
+    pub fn gnn_input(&self, query: &Query, r: &Retrieval) -> (Candidates, Vec<&[f32]>) {
+        let candidates = self.candidates(query, &self.lexical(query), r);
+        let embeddings = candidates.nodes.iter().map(|c| self.embedding(c.node)).collect();
+        (candidates, embeddings)
+    }
+
+    /// How much of the learned signal this conversation trusts: the cold-start blend,
+    /// min(1, episodes / `gnn.cold_start_episodes`).
+    pub fn cold_start(&self) -> f32 {
+        cold_start_blend(self.episodes.len(), self.config.gnn.cold_start_episodes)
     }
 
     /// Applies the learned relevance to a `synapse-gnn` result (other modes pass through):
@@ -676,14 +690,10 @@ impl Memory {
         if r.mode != Mode::SynapseGnn || r.hits.is_empty() {
             return Ok(r);
         }
-        let lexical = self.lexical(query);
-        let candidates = self.candidates(query, &lexical, &r);
-        let embeddings: Vec<&[f32]> = candidates.nodes.iter().map(|c| self.embedding(c.node)).collect();
+        let (candidates, embeddings) = self.gnn_input(query, &r);
         let model = self.relevance()?;
         let relevance = model.score(&candidates, &query.embedding, &embeddings)?;
-        let g = &self.config.gnn;
-        let weight =
-            g.weight.unwrap_or(model.card.weight) * cold_start_blend(self.episodes.len(), g.cold_start_episodes);
+        let weight = self.config.gnn.weight.unwrap_or(model.card.weight) * self.cold_start();
         let scores: Vec<f32> = r.hits.iter().map(|h| h.signals.score).collect();
         let order = crate::gnn::relevance::rerank(&scores, &relevance[..r.hits.len()], weight);
         let hits = std::mem::take(&mut r.hits);

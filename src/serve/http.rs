@@ -98,9 +98,7 @@ async fn search_batch(State(s): State<Service>, body: std::result::Result<Json<B
 
 async fn list(State(s): State<Service>, params: std::result::Result<Query<ListParams>, QueryRejection>) -> Answer {
     let Query(p) = params?;
-    let d = Page::default();
-    let page = Page { offset: p.offset.unwrap_or(d.offset), limit: p.limit.unwrap_or(d.limit) };
-    Ok(Json(json!({ "results": s.get_all(&p.scope, page).await? })).into_response())
+    Ok(Json(json!({ "results": s.get_all(&p.scope, Page::or_default(p.offset, p.limit)).await? })).into_response())
 }
 
 async fn delete_all(

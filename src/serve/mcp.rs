@@ -93,11 +93,8 @@ async fn call_tool(service: &Service, name: &str, a: &Value) -> Result<Value> {
                 .map_err(|e| Error::InvalidArgument(e.to_string()))?)
         }
         "list_memories" => {
-            let d = Page::default();
-            let page = Page {
-                offset: a.get("offset").and_then(Value::as_u64).map_or(d.offset, |v| v as usize),
-                limit: a.get("limit").and_then(Value::as_u64).map_or(d.limit, |v| v as usize),
-            };
+            let number = |key: &str| a.get(key).and_then(Value::as_u64).map(|v| v as usize);
+            let page = Page::or_default(number("offset"), number("limit"));
             Ok(json!({ "results": service.get_all(&scope, page).await? }))
         }
         "delete_memory" => match (a.get("id").and_then(Value::as_str), a.get("all").and_then(Value::as_bool)) {

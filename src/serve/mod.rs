@@ -27,6 +27,7 @@ use crate::conversation::{Conversation, Session, SourceFormat, Turn};
 use crate::embed::{EMBEDDING_DIM, Embedder};
 use crate::error::{Error, Result};
 use crate::graph::build_graph;
+use crate::ingest::pipeline::stored_memory;
 use crate::retrieve::bm25::Analyzer;
 use crate::retrieve::{Memory, Mode, Query};
 use crate::store::{Episode, HistoryEvent, Store};
@@ -168,6 +169,14 @@ impl Default for Page {
     }
 }
 
+impl Page {
+    /// The page a request names; what it leaves out takes the default (offset 0, 100 memories).
+    pub fn or_default(offset: Option<usize>, limit: Option<usize>) -> Page {
+        let d = Page::default();
+        Page { offset: offset.unwrap_or(d.offset), limit: limit.unwrap_or(d.limit) }
+    }
+}
+
 /// An async handle on a served store: cheap to clone, safe to share across tasks.
 #[derive(Clone)]
 pub struct Service {
@@ -212,15 +221,11 @@ impl Service {
             if c.format != SourceFormat::Api.as_str() {
                 continue;
             }
-            let episodes = store.episodes(&c.id).await?;
-            let graph = store.graph(&c.id).await?.ok_or_else(|| Error::Store {
-                path: root.to_path_buf(),
-                message: format!("scope '{}' has no graph", c.id),
-            })?;
-            for e in &episodes {
+            let memory = stored_memory(&store, &c.id, &config.retrieve).await?;
+            for e in memory.episodes() {
                 ids.insert(e.turn_id.clone(), c.id.clone());
             }
-            scopes.insert(c.id.clone(), Arc::new(Memory::new(&c.id, episodes, graph, config.retrieve.clone())?));
+            scopes.insert(c.id.clone(), Arc::new(memory));
         }
         Ok(Service {
             inner: Arc::new(Inner {
@@ -309,13 +314,19 @@ impl Service {
             use rayon::prelude::*;
             let texts: Vec<&str> = requests.iter().map(|r| r.query.as_str()).collect();
             let vectors = inner.embedder.embed(&texts)?;
+            // Queries are analysed first, with one analyzer for the batch; retrieval runs in parallel.
+            let mut analyzer = Analyzer::new()?;
+            let queries: Vec<Query> = requests
+                .iter()
+                .zip(vectors.chunks_exact(EMBEDDING_DIM))
+                .map(|(r, v)| Query::new(&mut analyzer, &r.query, v.to_vec()))
+                .collect::<Result<_>>()?;
             requests
                 .par_iter()
                 .zip(memories.par_iter())
-                .zip(vectors.par_chunks_exact(EMBEDDING_DIM))
-                .map(|((r, m), v)| {
-                    let query = Query::new(&mut Analyzer::new()?, &r.query, v.to_vec())?;
-                    let found = m.retrieve(&query, Mode::Synapse)?;
+                .zip(queries.par_iter())
+                .map(|((r, m), query)| {
+                    let found = m.retrieve(query, Mode::Synapse)?;
                     let limit = r.limit.unwrap_or(usize::MAX);
                     let mut hits: Vec<_> = found.hits.iter().take(limit).collect();
                     hits.sort_by_key(|h| h.episode);
@@ -404,7 +415,7 @@ impl Service {
             None
         } else {
             let inner = self.inner.clone();
-            let (key, episodes) = (key.to_string(), episodes.clone());
+            let key = key.to_string();
             Some(
                 cpu(move || {
                     let texts: Vec<String> = episodes.iter().map(|e| e.embedding_text()).collect();
@@ -420,6 +431,8 @@ impl Service {
         let mut txn = Store::begin_write(&self.inner.root).await?;
         txn.remove_conversation(key).await?;
         if let Some(m) = &memory {
+            // The episodes as the new index holds them.
+            let episodes = m.episodes();
             let turns: Vec<Turn> = episodes
                 .iter()
                 .map(|e| Turn {
