@@ -26,6 +26,42 @@ pub struct Config {
     pub retrieve: crate::retrieve::RetrieveConfig,
     /// Where retrieval runs.
     pub gpu: crate::gpu::GpuConfig,
+    /// The serving API (`myelin serve`, `myelin mcp`, the library's `Service`).
+    pub serve: ServeConfig,
+}
+
+/// Settings of the serving API.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServeConfig {
+    /// Most searches answered as one batch: one embedding pass and one ranking dispatch
+    /// (default 64). Searches that arrive while a batch runs wait for the next one.
+    pub max_batch: usize,
+    /// Most writes committed together in one store transaction (default 256).
+    pub max_write_batch: usize,
+    /// Concept-label embeddings kept for graph building across writes (default 100,000, about
+    /// 150 MB); the least recently used go first.
+    pub label_cache: usize,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig { max_batch: 64, max_write_batch: 256, label_cache: 100_000 }
+    }
+}
+
+impl ServeConfig {
+    /// Checks the values.
+    pub fn validate(&self) -> Result<()> {
+        for (name, v) in
+            [("max_batch", self.max_batch), ("max_write_batch", self.max_write_batch), ("label_cache", self.label_cache)]
+        {
+            if v == 0 {
+                return Err(Error::InvalidArgument(format!("serve.{name} must be at least 1")));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Settings of `myelin ingest`.

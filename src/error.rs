@@ -68,6 +68,10 @@ pub enum Error {
     /// A memory or scope the caller named does not exist.
     #[error("{0}")]
     NotFound(String),
+    /// A failure shared by every request of a batch the serving API ran together (the
+    /// embedder, a store write): each request of the batch gets it.
+    #[error("{0}")]
+    Batch(String),
 }
 
 /// Shorthand for results of this library.

@@ -127,6 +127,8 @@ enum Command {
         #[arg(long, default_value_t = myelin::serve::http::DEFAULT_BODY_LIMIT)]
         max_body_bytes: usize,
         #[command(flatten)]
+        serving: ServeFlags,
+        #[command(flatten)]
         tuning: RetrieveFlags,
     },
     /// Drive a running `myelin serve` with concurrent clients mixing searches and writes for
@@ -161,6 +163,8 @@ enum Command {
     /// Serve the store to agent clients over the Model Context Protocol on stdio: tools
     /// add_memory, search_memory, list_memories, delete_memory.
     Mcp {
+        #[command(flatten)]
+        serving: ServeFlags,
         #[command(flatten)]
         tuning: RetrieveFlags,
     },
@@ -379,6 +383,37 @@ struct RetrieveFlags {
     gnn_weight: Option<f32>,
 }
 
+/// Settings of the serving API (`[serve]` in the config file).
+#[derive(Debug, Args)]
+struct ServeFlags {
+    /// Most searches answered as one batch [config serve.max_batch, default 64]
+    #[arg(long)]
+    max_batch: Option<usize>,
+    /// Most writes committed together [config serve.max_write_batch, default 256]
+    #[arg(long)]
+    max_write_batch: Option<usize>,
+    /// Concept-label embeddings kept across writes [config serve.label_cache, default 100000]
+    #[arg(long)]
+    label_cache: Option<usize>,
+}
+
+impl ServeFlags {
+    fn apply(&self, config: &mut Config) -> anyhow::Result<()> {
+        let s = &mut config.serve;
+        for (flag, target) in [
+            (self.max_batch, &mut s.max_batch),
+            (self.max_write_batch, &mut s.max_write_batch),
+            (self.label_cache, &mut s.label_cache),
+        ] {
+            if let Some(v) = flag {
+                *target = v;
+            }
+        }
+        s.validate()?;
+        Ok(())
+    }
+}
+
 impl RetrieveFlags {
     fn apply(&self, config: &mut Config) -> anyhow::Result<()> {
         let r = &mut config.retrieve;
@@ -488,11 +523,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let args = EvalArgs { dataset, path, conversations, json, plot };
             runtime.block_on(eval(&store, &config, args, &options, cli.quiet))?;
         }
-        Command::Serve { addr, token_file, max_body_bytes, tuning } => {
+        Command::Serve { addr, token_file, max_body_bytes, serving, tuning } => {
             tuning.apply(&mut config)?;
+            serving.apply(&mut config)?;
             let token = token_file.as_deref().map(read_token).transpose()?;
             runtime.block_on(async {
                 let service = myelin::serve::Service::open(&store, config).await?;
+                eprintln!("search {}", service.backend());
                 let listener =
                     tokio::net::TcpListener::bind(addr).await.with_context(|| format!("listening on {addr}"))?;
                 println!("listening on http://{}", listener.local_addr()?);
@@ -571,8 +608,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 report.lost_writes
             );
         }
-        Command::Mcp { tuning } => {
+        Command::Mcp { serving, tuning } => {
             tuning.apply(&mut config)?;
+            serving.apply(&mut config)?;
             runtime.block_on(async {
                 let service = myelin::serve::Service::open(&store, config).await?;
                 myelin::serve::mcp::run(service).await

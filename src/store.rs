@@ -656,8 +656,45 @@ fn dir_size(root: &Path) -> Result<u64> {
 }
 
 /// A SQL equality filter with the value quoted.
+/// One episode row as written, borrowed from a [`Turn`] or an [`Episode`].
+struct EpisodeRow<'a> {
+    conversation: &'a str,
+    session: u32,
+    id: &'a str,
+    position: u32,
+    speaker: &'a str,
+    text: &'a str,
+    image_caption: Option<&'a str>,
+    timestamp: Option<DateTime<Utc>>,
+}
+
+/// The `episodes` record batch of `rows` with their embeddings (`rows.len() × EMBEDDING_DIM`).
+fn episode_batch(rows: &[EpisodeRow], embeddings: Vec<f32>) -> Result<RecordBatch> {
+    let emb = embedding_array(embeddings, None)?;
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.conversation))),
+        Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.session))),
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.id))),
+        Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.position))),
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.speaker))),
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.text))),
+        Arc::new(StringArray::from(rows.iter().map(|r| r.image_caption).collect::<Vec<_>>())),
+        Arc::new(
+            TimestampMicrosecondArray::from(rows.iter().map(|r| micros(r.timestamp)).collect::<Vec<_>>())
+                .with_timezone("UTC"),
+        ),
+        Arc::new(emb),
+    ];
+    Ok(RecordBatch::try_new(Table::Episodes.schema(), columns)?)
+}
+
 fn eq_filter(column: &str, value: &str) -> String {
-    format!("{column} = '{}'", value.replace('\'', "''"))
+    format!("{column} = {}", quote(value))
+}
+
+/// `value` as an SQL string literal.
+fn quote(value: &str) -> String {
+    format!("'{}'", value.replace('\'', "''"))
 }
 
 /// Column `name` of `batch` as the Arrow array type `T`; `kind` names the type in the error.
@@ -773,9 +810,20 @@ impl WriteTxn {
     /// Removes a conversation from every table (a no-op for an unknown id). Used before
     /// writing a conversation again, so re-ingesting replaces and never duplicates.
     pub async fn remove_conversation(&mut self, conversation: &str) -> Result<()> {
-        for table in Table::ALL {
+        self.remove_conversations(&[conversation], &Table::ALL).await
+    }
+
+    /// Removes the rows of `conversations` from `tables`: one delete per table, however many
+    /// conversations (a no-op for none).
+    pub async fn remove_conversations(&mut self, conversations: &[&str], tables: &[Table]) -> Result<()> {
+        if conversations.is_empty() {
+            return Ok(());
+        }
+        let quoted: Vec<String> = conversations.iter().map(|c| quote(c)).collect();
+        let filter = format!("conversation IN ({})", quoted.join(", "));
+        for &table in tables {
             if let Some(ds) = self.table(table).await? {
-                ds.delete(&eq_filter("conversation", conversation)).await?;
+                ds.delete(&filter).await?;
             }
         }
         Ok(())
@@ -816,24 +864,48 @@ impl WriteTxn {
                 embeddings.len()
             )));
         }
-        let n = turns.len();
-        let emb = embedding_array(embeddings.to_vec(), None)?;
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(StringArray::from(vec![conversation; n])),
-            Arc::new(UInt32Array::from(session_of.to_vec())),
-            Arc::new(StringArray::from_iter_values(turns.iter().map(|t| t.id.as_str()))),
-            Arc::new(UInt32Array::from_iter_values(turns.iter().map(|t| t.position))),
-            Arc::new(StringArray::from_iter_values(turns.iter().map(|t| t.speaker.as_str()))),
-            Arc::new(StringArray::from_iter_values(turns.iter().map(|t| t.text.as_str()))),
-            Arc::new(StringArray::from(turns.iter().map(|t| t.image_caption.as_deref()).collect::<Vec<_>>())),
-            Arc::new(
-                TimestampMicrosecondArray::from(turns.iter().map(|t| micros(t.timestamp)).collect::<Vec<_>>())
-                    .with_timezone("UTC"),
-            ),
-            Arc::new(emb),
-        ];
-        let batch = RecordBatch::try_new(Table::Episodes.schema(), columns)?;
-        self.append(Table::Episodes, batch).await
+        let rows: Vec<EpisodeRow> = turns
+            .iter()
+            .zip(session_of)
+            .map(|(t, &session)| EpisodeRow {
+                conversation,
+                session,
+                id: &t.id,
+                position: t.position,
+                speaker: &t.speaker,
+                text: &t.text,
+                image_caption: t.image_caption.as_deref(),
+                timestamp: t.timestamp,
+            })
+            .collect();
+        self.append(Table::Episodes, episode_batch(&rows, embeddings.to_vec())?).await
+    }
+
+    /// Appends stored episodes as they are, of any conversations, in one write.
+    pub async fn append_episode_rows(&mut self, episodes: &[&Episode]) -> Result<()> {
+        if let Some(e) = episodes.iter().find(|e| e.embedding.len() != EMBEDDING_DIM) {
+            return Err(Error::InvalidArgument(format!(
+                "episode {} of {}: {} embedding values, expected {EMBEDDING_DIM}",
+                e.turn_id,
+                e.conversation,
+                e.embedding.len()
+            )));
+        }
+        let rows: Vec<EpisodeRow> = episodes
+            .iter()
+            .map(|e| EpisodeRow {
+                conversation: &e.conversation,
+                session: e.session,
+                id: &e.turn_id,
+                position: e.position,
+                speaker: &e.speaker,
+                text: &e.text,
+                image_caption: e.image_caption.as_deref(),
+                timestamp: e.timestamp,
+            })
+            .collect();
+        let embeddings = episodes.iter().flat_map(|e| e.embedding.iter().copied()).collect();
+        self.append(Table::Episodes, episode_batch(&rows, embeddings)?).await
     }
 
     /// Records changes in the history.
@@ -890,84 +962,104 @@ impl WriteTxn {
             unresolved_evidence: qs.iter().map(|q| q.unresolved_evidence.len() as u32).sum(),
             ingested_at: Utc::now(),
         };
+        self.append_summaries(std::slice::from_ref(&summary)).await?;
+        Ok(summary)
+    }
+
+    /// Appends conversation summary rows as they are (no questions), in one write.
+    pub async fn append_summaries(&mut self, summaries: &[ConversationSummary]) -> Result<()> {
         let columns: Vec<ArrayRef> = vec![
-            Arc::new(StringArray::from(vec![summary.id.as_str()])),
-            Arc::new(StringArray::from(vec![summary.format.as_str()])),
-            Arc::new(StringArray::from(vec![summary.source.as_str()])),
-            Arc::new(UInt32Array::from(vec![summary.sessions])),
-            Arc::new(UInt32Array::from(vec![summary.turns])),
-            Arc::new(UInt32Array::from(vec![summary.questions])),
-            Arc::new(UInt32Array::from(vec![summary.unresolved_evidence])),
+            Arc::new(StringArray::from_iter_values(summaries.iter().map(|s| s.id.as_str()))),
+            Arc::new(StringArray::from_iter_values(summaries.iter().map(|s| s.format.as_str()))),
+            Arc::new(StringArray::from_iter_values(summaries.iter().map(|s| s.source.as_str()))),
+            Arc::new(UInt32Array::from_iter_values(summaries.iter().map(|s| s.sessions))),
+            Arc::new(UInt32Array::from_iter_values(summaries.iter().map(|s| s.turns))),
+            Arc::new(UInt32Array::from_iter_values(summaries.iter().map(|s| s.questions))),
+            Arc::new(UInt32Array::from_iter_values(summaries.iter().map(|s| s.unresolved_evidence))),
             Arc::new(
-                TimestampMicrosecondArray::from(vec![summary.ingested_at.timestamp_micros()]).with_timezone("UTC"),
+                TimestampMicrosecondArray::from_iter_values(summaries.iter().map(|s| s.ingested_at.timestamp_micros()))
+                    .with_timezone("UTC"),
             ),
         ];
         let batch = RecordBatch::try_new(Table::Conversations.schema(), columns)?;
-        self.append(Table::Conversations, batch).await?;
-        Ok(summary)
+        self.append(Table::Conversations, batch).await
     }
 
     /// Writes the graph of a conversation, replacing any it had. `turn_ids` are the ids of its
     /// episodes in conversation order (the graph's episode indices).
     pub async fn put_graph(&mut self, conversation: &str, graph: &Graph, turn_ids: &[&str]) -> Result<()> {
-        graph.check(conversation, turn_ids.len())?;
-        for table in [Table::Nodes, Table::Edges] {
-            if let Some(ds) = self.table(table).await? {
-                ds.delete(&eq_filter("conversation", conversation)).await?;
-            }
+        self.put_graphs(&[(conversation, graph, turn_ids)]).await
+    }
+
+    /// Writes the graphs of many conversations, each replacing any it had, in one delete and
+    /// one append per table. Each entry is (conversation, graph, its episodes' turn ids).
+    pub async fn put_graphs(&mut self, graphs: &[(&str, &Graph, &[&str])]) -> Result<()> {
+        for (conversation, graph, turn_ids) in graphs {
+            graph.check(conversation, turn_ids.len())?;
         }
-        let n = graph.node_count();
+        let names: Vec<&str> = graphs.iter().map(|g| g.0).collect();
+        self.remove_conversations(&names, &[Table::Nodes, Table::Edges]).await?;
+        let n: usize = graphs.iter().map(|g| g.1.node_count()).sum();
+        let (mut conv, mut id) = (Vec::with_capacity(n), Vec::with_capacity(n));
         let mut kind = Vec::with_capacity(n);
         let mut index = Vec::with_capacity(n);
         let mut key = Vec::with_capacity(n);
         let mut label = Vec::with_capacity(n);
         let mut mentions = Vec::with_capacity(n);
-        let mut values = Vec::with_capacity(graph.concepts.len() * EMBEDDING_DIM);
+        let mut pagerank = Vec::with_capacity(n);
+        let mut values = Vec::with_capacity(n * EMBEDDING_DIM);
         let mut valid = Vec::with_capacity(n);
-        for node in &graph.nodes {
-            match *node {
-                NodeRef::Episode(e) => {
-                    kind.push("episode");
-                    index.push(e);
-                    key.push(turn_ids[e as usize]);
-                    label.push("");
-                    mentions.push(0);
-                    values.extend(std::iter::repeat_n(0.0f32, EMBEDDING_DIM));
-                    valid.push(false);
-                }
-                NodeRef::Concept(c) => {
-                    let concept = &graph.concepts[c as usize];
-                    kind.push(concept.kind.as_str());
-                    index.push(c);
-                    key.push(concept.key.as_str());
-                    label.push(concept.label.as_str());
-                    mentions.push(concept.mentions);
-                    values.extend_from_slice(&concept.embedding);
-                    valid.push(true);
+        for &(conversation, graph, turn_ids) in graphs {
+            conv.extend(std::iter::repeat_n(conversation, graph.node_count()));
+            id.extend(0..graph.node_count() as u32);
+            pagerank.extend_from_slice(&graph.pagerank);
+            for node in &graph.nodes {
+                match *node {
+                    NodeRef::Episode(e) => {
+                        kind.push("episode");
+                        index.push(e);
+                        key.push(turn_ids[e as usize]);
+                        label.push("");
+                        mentions.push(0);
+                        values.extend(std::iter::repeat_n(0.0f32, EMBEDDING_DIM));
+                        valid.push(false);
+                    }
+                    NodeRef::Concept(c) => {
+                        let concept = &graph.concepts[c as usize];
+                        kind.push(concept.kind.as_str());
+                        index.push(c);
+                        key.push(concept.key.as_str());
+                        label.push(concept.label.as_str());
+                        mentions.push(concept.mentions);
+                        values.extend_from_slice(&concept.embedding);
+                        valid.push(true);
+                    }
                 }
             }
         }
         let emb = embedding_array(values, Some(valid))?;
         let columns: Vec<ArrayRef> = vec![
-            Arc::new(StringArray::from(vec![conversation; n])),
-            Arc::new(UInt32Array::from_iter_values(0..n as u32)),
+            Arc::new(StringArray::from(conv)),
+            Arc::new(UInt32Array::from(id)),
             Arc::new(StringArray::from(kind)),
             Arc::new(UInt32Array::from(index)),
             Arc::new(StringArray::from(key)),
             Arc::new(StringArray::from(label)),
             Arc::new(UInt32Array::from(mentions)),
-            Arc::new(Float32Array::from(graph.pagerank.clone())),
+            Arc::new(Float32Array::from(pagerank)),
             Arc::new(emb),
         ];
         self.append(Table::Nodes, RecordBatch::try_new(Table::Nodes.schema(), columns)?).await?;
-        let m = graph.edges.len();
+        // Arrow's string builders need iterators of known length.
+        let edges: Vec<(&str, &Edge)> =
+            graphs.iter().flat_map(|&(c, g, _)| g.edges.iter().map(move |e| (c, e))).collect();
         let columns: Vec<ArrayRef> = vec![
-            Arc::new(StringArray::from(vec![conversation; m])),
-            Arc::new(UInt32Array::from_iter_values(graph.edges.iter().map(|e| e.src))),
-            Arc::new(UInt32Array::from_iter_values(graph.edges.iter().map(|e| e.dst))),
-            Arc::new(StringArray::from_iter_values(graph.edges.iter().map(|e| e.kind.as_str()))),
-            Arc::new(Float32Array::from_iter_values(graph.edges.iter().map(|e| e.weight))),
-            Arc::new(Float32Array::from_iter_values(graph.edges.iter().map(|e| e.hours))),
+            Arc::new(StringArray::from_iter_values(edges.iter().map(|(c, _)| *c))),
+            Arc::new(UInt32Array::from_iter_values(edges.iter().map(|(_, e)| e.src))),
+            Arc::new(UInt32Array::from_iter_values(edges.iter().map(|(_, e)| e.dst))),
+            Arc::new(StringArray::from_iter_values(edges.iter().map(|(_, e)| e.kind.as_str()))),
+            Arc::new(Float32Array::from_iter_values(edges.iter().map(|(_, e)| e.weight))),
+            Arc::new(Float32Array::from_iter_values(edges.iter().map(|(_, e)| e.hours))),
         ];
         self.append(Table::Edges, RecordBatch::try_new(Table::Edges.schema(), columns)?).await
     }
@@ -1131,6 +1223,45 @@ mod tests {
         let store = txn.commit().await.unwrap();
         assert_eq!(store.info().await.unwrap().table_rows["nodes"], 0);
         assert_eq!(store.info().await.unwrap().table_rows["edges"], 0);
+    }
+
+    #[tokio::test]
+    async fn many_conversations_are_written_and_removed_in_one_write_each() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (conversation("a'1", 3), conversation("b", 2));
+        write(dir.path(), &a, 0).await;
+        let store = write(dir.path(), &b, 1).await;
+        let mut eps = store.episodes("b").await.unwrap();
+        // Episodes appended as stored rows, to two conversations at once.
+        let mut txn = Store::begin_write(dir.path()).await.unwrap();
+        let mut extra = eps[0].clone();
+        extra.turn_id = "D9:1".into();
+        extra.position = 2;
+        let mut moved = eps[1].clone();
+        moved.conversation = "a'1".into();
+        moved.turn_id = "D9:2".into();
+        moved.position = 3;
+        txn.append_episode_rows(&[&extra, &moved]).await.unwrap();
+        let (ga, gb) = (small_graph(4), small_graph(3));
+        txn.put_graphs(&[("a'1", &ga, &["D1:1", "D1:2", "D1:3", "D9:2"]), ("b", &gb, &["D1:1", "D1:2", "D9:1"])])
+            .await
+            .unwrap();
+        let store = txn.commit().await.unwrap();
+        eps.push(extra);
+        assert_eq!(store.episodes("b").await.unwrap(), eps);
+        assert_eq!(store.episodes("a'1").await.unwrap()[3], moved);
+        assert_eq!(store.graph("a'1").await.unwrap().as_ref(), Some(&ga));
+        assert_eq!(store.graph("b").await.unwrap().as_ref(), Some(&gb));
+        let mut bad = eps[0].clone();
+        bad.embedding.pop();
+        let mut txn = Store::begin_write(dir.path()).await.unwrap();
+        let err = txn.append_episode_rows(&[&bad]).await.unwrap_err().to_string();
+        assert!(err.contains("383 embedding values"), "{err}");
+        // One removal of both, from the tables named only.
+        txn.remove_conversations(&["a'1", "b"], &[Table::Nodes, Table::Edges]).await.unwrap();
+        let store = txn.commit().await.unwrap();
+        let rows = store.info().await.unwrap().table_rows;
+        assert_eq!((rows["nodes"], rows["edges"], rows["episodes"]), (0, 0, 7));
     }
 
     #[tokio::test]

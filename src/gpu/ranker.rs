@@ -282,6 +282,11 @@ impl Ranker {
         &self.corpus
     }
 
+    /// The resident graphs, to replace some between batches.
+    pub fn corpus_mut(&mut self) -> &mut Corpus {
+        &mut self.corpus
+    }
+
     /// Times `stage` on `queries` (one sub-batch: they must fit the device's limits): runs the
     /// whole step once so every buffer holds real values, then encodes the stage `reps` times
     /// into one submit. Returns µs per repetition, and the bytes one repetition must move at
@@ -634,9 +639,9 @@ impl<'c> Batch<'c> {
             Family::Similarity,
             &[
                 &self.params_buf,
-                &c.graphs,
+                &c.graphs.buffer,
                 &self.segments_buf,
-                &c.embeddings,
+                &c.embeddings.buffer,
                 &self.queries,
                 &self.tiles_buf,
                 &self.lexical,
@@ -660,7 +665,7 @@ impl<'c> Batch<'c> {
             Family::Select,
             &[
                 &self.params_buf,
-                &c.graphs,
+                &c.graphs.buffer,
                 &self.segments_buf,
                 values,
                 &self.state,
@@ -685,7 +690,7 @@ impl<'c> Batch<'c> {
             Family::Activation,
             &[
                 &self.params_buf,
-                &self.corpus.graphs,
+                &self.corpus.graphs.buffer,
                 &self.segments_buf,
                 &self.sim,
                 &self.u,
@@ -708,10 +713,10 @@ impl<'c> Batch<'c> {
 
     pub(crate) fn encode_propagate(&self, pass: &mut wgpu::ComputePass, no_fan: bool) {
         let c = self.corpus;
-        let coef = if no_fan { &c.coef_no_fan } else { &c.coef };
+        let coef = if no_fan { &c.coef_no_fan.buffer } else { &c.coef.buffer };
         let bind = self.bind(
             Family::Propagate,
-            &[&self.params_buf, &c.graphs, &self.segments_buf, &c.ptr, &c.src, coef, &self.a, &self.u],
+            &[&self.params_buf, &c.graphs.buffer, &self.segments_buf, &c.ptr.buffer, &c.src.buffer, coef, &self.a, &self.u],
         );
         self.per_element(pass, Family::Propagate, "propagate", &bind, self.n_max);
     }
@@ -732,17 +737,17 @@ impl<'c> Batch<'c> {
             Family::Score,
             &[
                 &self.params_buf,
-                &c.graphs,
+                &c.graphs.buffer,
                 &self.segments_buf,
                 &self.sim,
                 &self.a,
-                &c.pagerank,
+                &c.pagerank.buffer,
                 &self.score,
                 &self.state,
                 &self.sorted,
-                &c.link_ptr,
-                &c.link_dst,
-                &c.kinds,
+                &c.link_ptr.buffer,
+                &c.link_dst.buffer,
+                &c.kinds.buffer,
                 &self.out,
             ],
         );
@@ -771,12 +776,12 @@ impl<'c> Batch<'c> {
                 Family::PageRank,
                 &[
                     &params_buf,
-                    &c.graphs,
+                    &c.graphs.buffer,
                     &self.segments_buf,
-                    &c.pr_ptr,
-                    &c.pr_src,
-                    &c.pr_prob,
-                    &c.dangling,
+                    &c.pr_ptr.buffer,
+                    &c.pr_src.buffer,
+                    &c.pr_prob.buffer,
+                    &c.dangling.buffer,
                     &self.sim,
                     from,
                     to,

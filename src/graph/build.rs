@@ -22,7 +22,9 @@ use crate::error::{Error, Result};
 /// Embeds concept labels: `labels.len() × EMBEDDING_DIM` values, L2-normalised rows.
 pub type LabelEmbedder<'a> = dyn FnMut(&[String]) -> Result<Vec<f32>> + 'a;
 
-/// Builds a graph one episode at a time.
+/// Builds a graph one episode at a time. A clone can be finished to see the graph so far while
+/// the original goes on taking episodes (how `serve` appends to a scope without a rebuild).
+#[derive(Clone)]
 pub struct GraphBuilder {
     config: GraphConfig,
     extractor: Extractor,
@@ -222,6 +224,25 @@ impl GraphBuilder {
     }
 }
 
+/// The labels a fresh builder asks to embed for `texts` (the first label of every key, in
+/// window order), sorted and deduplicated: embedding them in one batch up front saves a call
+/// per window.
+pub fn labels_of(texts: &[&str], config: &GraphConfig) -> Vec<String> {
+    let extractor = Extractor::new(config.extract.clone());
+    let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut order: Vec<String> = Vec::new();
+    for window in texts.chunks(config.window.max(1)) {
+        for m in extractor.extract(window) {
+            if seen.insert(m.key) {
+                order.push(m.label);
+            }
+        }
+    }
+    order.sort();
+    order.dedup();
+    order
+}
+
 /// Builds the graph of a whole conversation: `episodes` are (text, timestamp) in conversation
 /// order. Concept labels are embedded in one batch up front (the first label of every key, in
 /// window order, which is exactly what the incremental builder asks for), then the episodes are
@@ -231,19 +252,8 @@ pub fn build_graph(
     config: &GraphConfig,
     embed: &mut LabelEmbedder<'_>,
 ) -> Result<Graph> {
-    let extractor = Extractor::new(config.extract.clone());
-    let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
-    let mut order: Vec<String> = Vec::new();
-    for window in episodes.chunks(config.window.max(1)) {
-        let texts: Vec<&str> = window.iter().map(|(t, _)| *t).collect();
-        for m in extractor.extract(&texts) {
-            if seen.insert(m.key) {
-                order.push(m.label);
-            }
-        }
-    }
-    order.sort();
-    order.dedup();
+    let texts: Vec<&str> = episodes.iter().map(|(t, _)| *t).collect();
+    let order = labels_of(&texts, config);
     let vectors = if order.is_empty() { Vec::new() } else { embed(&order)? };
     let cache: HashMap<&str, &[f32]> =
         order.iter().map(String::as_str).zip(vectors.chunks_exact(EMBEDDING_DIM)).collect();
@@ -307,6 +317,26 @@ mod tests {
         assert_eq!(to, vec![ep[0], ep[5]]);
         assert_eq!(g.concepts[caroline as usize].mentions, 2);
         assert_eq!(g.pagerank.iter().copied().fold(0.0, f32::max), 1.0);
+    }
+
+    #[test]
+    fn a_finished_clone_equals_the_whole_build_at_every_point() {
+        let turns: Vec<(String, Option<DateTime<Utc>>)> = (0..23)
+            .map(|i| (format!("Caroline and Melanie talked about topic{} in Boston on day {i}.", i % 5), day(1 + i % 9)))
+            .collect();
+        let turns: Vec<(&str, Option<DateTime<Utc>>)> = turns.iter().map(|(t, d)| (t.as_str(), *d)).collect();
+        let config = GraphConfig::default();
+        let mut builder = GraphBuilder::new(config.clone()).unwrap();
+        for (i, (text, time)) in turns.iter().enumerate() {
+            builder.push_episode(text, *time, &mut one_hot).unwrap();
+            let so_far = builder.clone().finish(&mut one_hot).unwrap();
+            let whole = build_graph(&turns[..=i], &config, &mut one_hot).unwrap();
+            assert_eq!(so_far.nodes, whole.nodes, "after {} episodes", i + 1);
+            assert_eq!(so_far.edges, whole.edges, "after {} episodes", i + 1);
+            assert_eq!(so_far.concepts, whole.concepts, "after {} episodes", i + 1);
+            assert_eq!(so_far.pagerank, whole.pagerank, "after {} episodes", i + 1);
+        }
+        assert!(builder.finish(&mut one_hot).unwrap().concepts.len() > 5);
     }
 
     #[test]

@@ -13,7 +13,7 @@ pub mod synthetic;
 
 use serde::{Deserialize, Serialize};
 
-pub use build::{GraphBuilder, build_graph};
+pub use build::{GraphBuilder, build_graph, labels_of};
 pub use extract::{ConceptKind, ExtractConfig};
 
 /// The kind of an edge.

@@ -207,44 +207,58 @@ impl Engine {
                 self.memories.len()
             )));
         }
-        let mut report = BatchReport { queries: requests.len(), ..BatchReport::default() };
-        let cpu = |reqs: &[(usize, &Query)]| -> Result<Vec<Retrieval>> {
-            reqs.par_iter().map(|&(m, q)| self.memories[m].retrieve(q, mode)).collect()
-        };
-        let (Some(ranker), Some(settings)) = (&self.ranker, self.memories.first().and_then(|m| m.rank_settings(mode)))
-        else {
-            return Ok((cpu(requests)?, report));
-        };
-        let lexical: Vec<_> = requests.par_iter().map(|&(m, q)| self.memories[m].lexical(q)).collect();
-        let queries: Vec<RankQuery> = requests.iter().zip(&lexical).map(|(&(m, q), l)| rank_query(m, q, l)).collect();
-        match ranker.rank(&queries, &settings) {
-            Ok((ranked, timing)) => {
-                report.on_gpu = true;
-                report.gpu_us = timing.gpu_us;
-                report.submits = timing.submits;
-                let finished: Vec<Option<Retrieval>> = requests
-                    .par_iter()
-                    .zip(&lexical)
-                    .zip(&ranked)
-                    .map(|((&(m, q), l), r)| self.memories[m].finish(q, l, r, mode))
-                    .collect();
-                report.completed_on_cpu = finished.iter().filter(|r| r.is_none()).count();
-                // The learned signal (synapse-gnn) reranks on the CPU, as it does after a CPU ranking.
-                let out: Vec<Retrieval> = finished
-                    .into_par_iter()
-                    .zip(requests.par_iter())
-                    .map(|(r, &(m, q))| match r {
-                        Some(r) => self.memories[m].learned(q, r),
-                        None => self.memories[m].retrieve(q, mode),
-                    })
-                    .collect::<Result<_>>()?;
-                Ok((out, report))
-            }
-            Err(e) => {
-                tracing::warn!("GPU batch of {} queries failed, answered on the CPU: {e}", requests.len());
-                report.fallback = Some(e.to_string());
-                Ok((cpu(requests)?, report))
-            }
+        let requests: Vec<(u32, &Memory, &Query)> =
+            requests.iter().map(|&(m, q)| (m as u32, &self.memories[m], q)).collect();
+        retrieve_on(self.ranker.as_ref(), &requests, mode)
+    }
+}
+
+/// Runs `requests` (graph in the ranker's corpus, its memory, query) in one mode: on the GPU
+/// as one batch for the synapse modes when there is a `ranker`, on the CPU (in parallel over
+/// queries) otherwise or after a GPU error. The memories must be the ones the corpus holds at
+/// those graphs and share one retrieval config. Results in request order.
+pub fn retrieve_on(
+    ranker: Option<&Ranker>,
+    requests: &[(u32, &Memory, &Query)],
+    mode: Mode,
+) -> Result<(Vec<Retrieval>, BatchReport)> {
+    let mut report = BatchReport { queries: requests.len(), ..BatchReport::default() };
+    let cpu = |reqs: &[(u32, &Memory, &Query)]| -> Result<Vec<Retrieval>> {
+        reqs.par_iter().map(|&(_, m, q)| m.retrieve(q, mode)).collect()
+    };
+    let (Some(ranker), Some(settings)) = (ranker, requests.first().and_then(|(_, m, _)| m.rank_settings(mode))) else {
+        return Ok((cpu(requests)?, report));
+    };
+    let lexical: Vec<_> = requests.par_iter().map(|&(_, m, q)| m.lexical(q)).collect();
+    let queries: Vec<RankQuery> =
+        requests.iter().zip(&lexical).map(|(&(g, _, q), l)| rank_query(g as usize, q, l)).collect();
+    match ranker.rank(&queries, &settings) {
+        Ok((ranked, timing)) => {
+            report.on_gpu = true;
+            report.gpu_us = timing.gpu_us;
+            report.submits = timing.submits;
+            let finished: Vec<Option<Retrieval>> = requests
+                .par_iter()
+                .zip(&lexical)
+                .zip(&ranked)
+                .map(|((&(_, m, q), l), r)| m.finish(q, l, r, mode))
+                .collect();
+            report.completed_on_cpu = finished.iter().filter(|r| r.is_none()).count();
+            // The learned signal (synapse-gnn) reranks on the CPU, as it does after a CPU ranking.
+            let out: Vec<Retrieval> = finished
+                .into_par_iter()
+                .zip(requests.par_iter())
+                .map(|(r, &(_, m, q))| match r {
+                    Some(r) => m.learned(q, r),
+                    None => m.retrieve(q, mode),
+                })
+                .collect::<Result<_>>()?;
+            Ok((out, report))
+        }
+        Err(e) => {
+            tracing::warn!("GPU batch of {} queries failed, answered on the CPU: {e}", requests.len());
+            report.fallback = Some(e.to_string());
+            Ok((cpu(requests)?, report))
         }
     }
 }

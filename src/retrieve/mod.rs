@@ -237,6 +237,35 @@ impl RetrieveConfig {
         }
         a
     }
+
+    /// The GPU settings of a synapse-family mode (`None` for the baselines, which run on the
+    /// CPU): the mode's dynamics, and enough of the ranking read back to hand over `top_k`
+    /// episodes as the CPU would.
+    pub fn rank_settings(&self, mode: Mode) -> Option<RankSettings> {
+        if !mode.is_synapse() {
+            return None;
+        }
+        let c = self;
+        let a = c.activation_for(mode);
+        Some(RankSettings {
+            steps: a.steps,
+            decay: a.decay,
+            beta: a.inhibition_beta,
+            top_m: a.inhibition_top_m,
+            gamma: a.sigmoid_gamma,
+            theta: a.sigmoid_theta,
+            alpha: c.alpha,
+            lexical_weight: c.lexical_weight,
+            lambdas: [c.lambda_similarity, c.lambda_activation, c.lambda_pagerank],
+            edges: mode != Mode::NoGraph,
+            no_fan: mode == Mode::NoFan,
+            pagerank: mode != Mode::NoGraph,
+            anchor_k: c.anchor_k,
+            out_k: (4 * c.top_k).max(c.top_k + 64).min(MAX_LIST),
+            top_k: c.top_k,
+            concepts: c.concepts_in_results,
+        })
+    }
 }
 
 /// A query ready to run: its text, analysed terms and embedding.
@@ -732,33 +761,9 @@ impl Memory {
         Lexical { entries, anchors }
     }
 
-    /// The GPU settings of a synapse-family mode (`None` for the baselines, which run on the
-    /// CPU): the mode's dynamics, and enough of the ranking read back to hand over `top_k`
-    /// episodes as the CPU would.
+    /// The GPU settings of a synapse-family mode ([`RetrieveConfig::rank_settings`]).
     pub fn rank_settings(&self, mode: Mode) -> Option<RankSettings> {
-        if !mode.is_synapse() {
-            return None;
-        }
-        let c = &self.config;
-        let a = c.activation_for(mode);
-        Some(RankSettings {
-            steps: a.steps,
-            decay: a.decay,
-            beta: a.inhibition_beta,
-            top_m: a.inhibition_top_m,
-            gamma: a.sigmoid_gamma,
-            theta: a.sigmoid_theta,
-            alpha: c.alpha,
-            lexical_weight: c.lexical_weight,
-            lambdas: [c.lambda_similarity, c.lambda_activation, c.lambda_pagerank],
-            edges: mode != Mode::NoGraph,
-            no_fan: mode == Mode::NoFan,
-            pagerank: mode != Mode::NoGraph,
-            anchor_k: c.anchor_k,
-            out_k: (4 * c.top_k).max(c.top_k + 64).min(MAX_LIST),
-            top_k: c.top_k,
-            concepts: c.concepts_in_results,
-        })
+        self.config.rank_settings(mode)
     }
 
     /// Turns the GPU's result for `query` into the retrieval the CPU returns. `None` when the

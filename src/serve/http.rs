@@ -146,7 +146,13 @@ pub fn router(service: Service, token: Option<String>, body_limit: usize) -> Rou
         .route("/v1/memories/search/batch", post(search_batch))
         .route("/v1/memories/{id}", get(get_one).delete(delete_one))
         .route("/v1/memories/{id}/history", get(history))
-        .route("/health", get(|| async { Json(json!({ "status": "ok" })) }))
+        .route(
+            "/health",
+            get(|State(s): State<Service>| async move {
+                let b = s.backend();
+                Json(json!({ "status": "ok", "backend": b.backend.as_str(), "reason": b.reason, "stats": s.stats() }))
+            }),
+        )
         .fallback(fallback)
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(middleware::from_fn_with_state(token, check_token))

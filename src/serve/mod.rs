@@ -3,9 +3,13 @@
 //! `user_id` / `agent_id` / `run_id`, a memory is one stored turn with an id.
 //!
 //! Each scope is one conversation of the store (format `api`) with its own graph, so
-//! activation can never cross scopes. A write rebuilds its scope's episodes, graph and
-//! in-memory index and commits them in one store transaction, with a history row per change;
-//! searches read the last committed state and are never blocked by a write in progress.
+//! activation can never cross scopes. Two workers do the heavy work, off the async runtime:
+//! - the writer (a task) takes every write waiting as one group: one embedding pass for all
+//!   new messages, each touched scope's graph extended by its builder (rebuilt only after a
+//!   deletion), one store transaction with a history row per change; then it swaps in the new
+//!   scopes and answers. Searches read the last committed state and never wait for a write.
+//! - the search thread (`searcher`) batches concurrent searches into one embedding pass and
+//!   one ranking dispatch, and owns the GPU queue and the resident graphs.
 //!
 //! Owns scopes, memory ids, the write path of the API and the in-memory index of every scope.
 //! Must not parse HTTP or JSON-RPC (that is `serve::http`) nor rank (that is `retrieve`).
@@ -13,24 +17,28 @@
 pub mod http;
 pub mod load;
 pub mod mcp;
+mod searcher;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use tokio::sync::{Mutex, RwLock};
+use tokio::sync::{RwLock, mpsc, oneshot};
 
 use crate::config::Config;
-use crate::conversation::{Conversation, Session, SourceFormat, Turn};
+use crate::conversation::SourceFormat;
 use crate::embed::{EMBEDDING_DIM, Embedder};
 use crate::error::{Error, Result};
-use crate::graph::build_graph;
+use crate::gpu::{AdapterDescription, Backend, Gpu};
+use crate::graph::{GraphBuilder, labels_of};
 use crate::ingest::pipeline::stored_memory;
-use crate::retrieve::bm25::Analyzer;
-use crate::retrieve::{Memory, Mode, Query};
-use crate::store::{Episode, HistoryEvent, Store};
+use crate::retrieve::engine::Choice;
+use crate::retrieve::{Memory, Mode, Retrieval};
+use crate::store::{ConversationSummary, Episode, HistoryEvent, Store, Table};
+use searcher::{Msg, Search, Searcher};
 
 /// Longest scope id part, in bytes.
 pub const MAX_ID_BYTES: usize = 128;
@@ -177,31 +185,97 @@ impl Page {
     }
 }
 
-/// An async handle on a served store: cheap to clone, safe to share across tasks.
+/// What a service has done since it opened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Stats {
+    /// Write requests committed (adds, deletions).
+    pub writes: u64,
+    /// Store transactions they took (concurrent writes share one).
+    pub commits: u64,
+    /// Searches answered.
+    pub searches: u64,
+    /// Batches they took (concurrent searches share one).
+    pub batches: u64,
+    /// Searches ranked on the GPU.
+    pub gpu_searches: u64,
+}
+
+/// The counters behind [`Stats`], shared by the writer and the search thread.
+#[derive(Debug, Default)]
+struct Counters {
+    writes: AtomicU64,
+    commits: AtomicU64,
+    searches: AtomicU64,
+    batches: AtomicU64,
+    gpu_searches: AtomicU64,
+}
+
+impl Counters {
+    fn add(counter: &AtomicU64, n: usize) {
+        counter.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    fn snapshot(&self) -> Stats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        Stats {
+            writes: get(&self.writes),
+            commits: get(&self.commits),
+            searches: get(&self.searches),
+            batches: get(&self.batches),
+            gpu_searches: get(&self.gpu_searches),
+        }
+    }
+}
+
+/// An async handle on a served store: cheap to clone, safe to share across tasks. The
+/// service's threads stop when the last clone is dropped.
 #[derive(Clone)]
 pub struct Service {
     inner: Arc<Inner>,
+    writes: mpsc::UnboundedSender<WriteJob>,
+    searcher: Searcher,
 }
 
 impl std::fmt::Debug for Service {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Service").field("root", &self.inner.root).finish()
+        f.debug_struct("Service").field("root", &self.inner.root).field("backend", &self.inner.backend).finish()
     }
 }
 
 struct Inner {
     root: PathBuf,
     config: Config,
-    embedder: Embedder,
+    embedder: Arc<Embedder>,
+    /// Where searches are ranked, and why.
+    backend: Choice,
+    counters: Arc<Counters>,
     /// Scope key → its memory, as last committed.
     scopes: RwLock<HashMap<String, Arc<Memory>>>,
     /// Memory id → scope key.
     ids: RwLock<HashMap<String, String>>,
-    /// Writes go one at a time.
-    writer: Mutex<()>,
-    /// Concept label → its embedding: a write rebuilds its scope's graph and embeds only the
-    /// labels never seen before.
-    labels: std::sync::Mutex<HashMap<String, Vec<f32>>>,
+    /// The store as last committed (history reads it).
+    store: RwLock<Store>,
+    /// Concept label → its embedding: building a scope's graph embeds only labels not seen
+    /// recently.
+    labels: std::sync::Mutex<LabelCache>,
+}
+
+/// A change the writer applies.
+enum Change {
+    Add { key: String, scope: Scope, messages: Vec<Message> },
+    Delete { id: String },
+    DeleteAll { key: String },
+}
+
+/// What a change did.
+enum Done {
+    Added(Vec<MemoryItem>),
+    Deleted(usize),
+}
+
+struct WriteJob {
+    change: Change,
+    reply: oneshot::Sender<Result<Done>>,
 }
 
 /// Runs CPU-heavy work off the async runtime's threads.
@@ -210,10 +284,12 @@ async fn cpu<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) 
 }
 
 impl Service {
-    /// Opens the store at `root` (created on first write) and loads every scope in it.
+    /// Opens the store at `root` (created on first write), loads every scope in it, and starts
+    /// the search thread (on the GPU `config.gpu` chooses) and the writer.
     pub async fn open(root: &Path, config: Config) -> Result<Service> {
         config.retrieve.validate()?;
-        let embedder = Embedder::load(&config.embed)?;
+        config.serve.validate()?;
+        let embedder = Arc::new(Embedder::load(&config.embed)?);
         let store = Store::open(root).await?;
         let mut scopes = HashMap::new();
         let mut ids = HashMap::new();
@@ -227,21 +303,43 @@ impl Service {
             }
             scopes.insert(c.id.clone(), Arc::new(memory));
         }
-        Ok(Service {
-            inner: Arc::new(Inner {
-                root: root.to_path_buf(),
-                config,
-                embedder,
-                scopes: RwLock::new(scopes),
-                ids: RwLock::new(ids),
-                writer: Mutex::new(()),
-                labels: std::sync::Mutex::new(HashMap::new()),
-            }),
-        })
+        let (gpu, backend) = choose_backend(&config)?;
+        let counters = Arc::new(Counters::default());
+        let searcher = Searcher::start(embedder.clone(), gpu, &scopes, config.serve.max_batch, counters.clone())?;
+        let inner = Arc::new(Inner {
+            counters,
+            root: root.to_path_buf(),
+            labels: std::sync::Mutex::new(LabelCache::new(config.serve.label_cache)),
+            config,
+            embedder,
+            backend,
+            scopes: RwLock::new(scopes),
+            ids: RwLock::new(ids),
+            store: RwLock::new(store),
+        });
+        let (writes, rx) = mpsc::unbounded_channel();
+        tokio::spawn(write_loop(inner.clone(), rx, searcher.clone()));
+        Ok(Service { inner, writes, searcher })
+    }
+
+    /// Where searches are ranked, and why.
+    pub fn backend(&self) -> &Choice {
+        &self.inner.backend
+    }
+
+    /// What the service has done since it opened.
+    pub fn stats(&self) -> Stats {
+        self.inner.counters.snapshot()
+    }
+
+    async fn write(&self, change: Change) -> Result<Done> {
+        let (reply, answer) = oneshot::channel();
+        self.writes.send(WriteJob { change, reply }).map_err(|_| Error::Batch("the writer has stopped".into()))?;
+        answer.await.map_err(|_| Error::Batch("the writer dropped the request".into()))?
     }
 
     /// Remembers `messages` in `scope`; returns them with their new ids. Searchable when this
-    /// returns; durable in the store.
+    /// returns; durable in the store. Concurrent writes are committed together.
     pub async fn add(&self, scope: &Scope, messages: Vec<Message>) -> Result<Vec<MemoryItem>> {
         let key = scope.key()?;
         if messages.is_empty() {
@@ -262,31 +360,10 @@ impl Service {
                 return Err(Error::InvalidArgument(format!("message {i}: empty role")));
             }
         }
-        let _write = self.inner.writer.lock().await;
-        let mut episodes = self.episodes_of(&key).await;
-        let now = Utc::now();
-        let texts: Vec<String> = messages.iter().map(|m| m.content.clone()).collect();
-        let inner = self.inner.clone();
-        let vectors = cpu(move || inner.embedder.embed(&texts)).await?;
-        let mut added = Vec::with_capacity(messages.len());
-        for (m, v) in messages.into_iter().zip(vectors.chunks_exact(EMBEDDING_DIM)) {
-            let id = new_id();
-            added.push(HistoryEvent { memory_id: id.clone(), conversation: key.clone(), event: "ADD".into(), at: now });
-            episodes.push(Episode {
-                conversation: key.clone(),
-                session: 1,
-                turn_id: id,
-                position: episodes.len() as u32,
-                speaker: m.role,
-                text: m.content,
-                image_caption: None,
-                timestamp: Some(m.timestamp.unwrap_or(now)),
-                embedding: v.to_vec(),
-            });
+        match self.write(Change::Add { key, scope: scope.clone(), messages }).await? {
+            Done::Added(items) => Ok(items),
+            Done::Deleted(_) => Err(Error::Batch("the writer answered an add with a deletion".into())),
         }
-        let items: Vec<MemoryItem> = episodes[episodes.len() - added.len()..].iter().map(|e| item(scope, e)).collect();
-        self.commit(&key, episodes, &added, false).await?;
-        Ok(items)
     }
 
     /// The memories of `request.scope` that answer `request.query`, in time order.
@@ -294,10 +371,11 @@ impl Service {
         Ok(self.search_batch(std::slice::from_ref(request)).await?.remove(0))
     }
 
-    /// Many searches at once: one embedding pass over every query, then retrieval in
-    /// parallel over the queries. Results in request order; any bad request fails the batch.
+    /// Many searches at once, answered in one batch of the search thread (with whatever other
+    /// searches are waiting): one embedding pass, one ranking dispatch. Results in request
+    /// order; any bad request fails the batch.
     pub async fn search_batch(&self, requests: &[SearchRequest]) -> Result<Vec<SearchResult>> {
-        let mut memories = Vec::with_capacity(requests.len());
+        let mut searches = Vec::with_capacity(requests.len());
         for (i, r) in requests.iter().enumerate() {
             let at =
                 |e: Error| if requests.len() > 1 { Error::InvalidArgument(format!("request {i}: {e}")) } else { e };
@@ -306,48 +384,18 @@ impl Service {
             }
             let key = r.scope.key().map_err(at)?;
             let memory = self.inner.scopes.read().await.get(&key).cloned();
-            memories.push(memory.ok_or_else(|| at(Error::NotFound(format!("no memories in scope {key}"))))?);
+            let memory = memory.ok_or_else(|| at(Error::NotFound(format!("no memories in scope {key}"))))?;
+            searches.push(Search { request: r.clone(), key, memory });
         }
-        let requests = requests.to_vec();
-        let inner = self.inner.clone();
-        cpu(move || {
-            use rayon::prelude::*;
-            let texts: Vec<&str> = requests.iter().map(|r| r.query.as_str()).collect();
-            let vectors = inner.embedder.embed(&texts)?;
-            // Queries are analysed first, with one analyzer for the batch; retrieval runs in parallel.
-            let mut analyzer = Analyzer::new()?;
-            let queries: Vec<Query> = requests
-                .iter()
-                .zip(vectors.chunks_exact(EMBEDDING_DIM))
-                .map(|(r, v)| Query::new(&mut analyzer, &r.query, v.to_vec()))
-                .collect::<Result<_>>()?;
-            requests
-                .par_iter()
-                .zip(memories.par_iter())
-                .zip(queries.par_iter())
-                .map(|((r, m), query)| {
-                    let found = m.retrieve(query, Mode::Synapse)?;
-                    let limit = r.limit.unwrap_or(usize::MAX);
-                    let mut hits: Vec<_> = found.hits.iter().take(limit).collect();
-                    hits.sort_by_key(|h| h.episode);
-                    let results = hits
-                        .iter()
-                        .map(|h| {
-                            let mut it = item(&r.scope, &m.episodes()[h.episode as usize]);
-                            it.score = Some(h.signals.score);
-                            it
-                        })
-                        .collect();
-                    Ok(SearchResult { results, confidence: found.confidence, rejected: found.rejected })
-                })
-                .collect()
-        })
-        .await
+        let (reply, answer) = oneshot::channel();
+        self.searcher.send(Msg::Search(searches, reply))?;
+        answer.await.map_err(|_| Error::Batch("the search thread dropped the request".into()))?
     }
 
     /// One memory by id.
     pub async fn get(&self, id: &str) -> Result<MemoryItem> {
-        let (key, memory) = self.locate(id).await?;
+        let key = self.inner.ids.read().await.get(id).cloned().ok_or_else(|| unknown(id))?;
+        let memory = self.inner.scopes.read().await.get(&key).cloned().ok_or_else(|| unknown(id))?;
         let scope = Scope::from_key(&key).unwrap_or_default();
         let e = memory.episodes().iter().find(|e| e.turn_id == id).ok_or_else(|| unknown(id))?;
         Ok(item(&scope, e))
@@ -362,102 +410,347 @@ impl Service {
             .unwrap_or_default())
     }
 
-    /// Deletes one memory: from the stored episodes, the lexical index, the embeddings and
-    /// the graph of its scope; the history records it.
+    /// Deletes one memory: from the stored episodes (compacted, old versions purged), the
+    /// lexical index, the embeddings, the graph of its scope and the GPU buffers; the history
+    /// records it.
     pub async fn delete(&self, id: &str) -> Result<()> {
-        let _write = self.inner.writer.lock().await;
-        let (key, _) = self.locate(id).await?;
-        let mut episodes = self.episodes_of(&key).await;
-        let Some(at) = episodes.iter().position(|e| e.turn_id == id) else { return Err(unknown(id)) };
-        let gone = episodes.remove(at);
-        let event = deletion(&gone);
-        self.commit(&key, episodes, &[event], true).await
+        self.write(Change::Delete { id: id.to_string() }).await.map(|_| ())
     }
 
     /// Deletes every memory of a scope; returns how many.
     pub async fn delete_all(&self, scope: &Scope) -> Result<usize> {
         let key = scope.key()?;
-        let _write = self.inner.writer.lock().await;
-        let episodes = self.episodes_of(&key).await;
-        let events: Vec<HistoryEvent> = episodes.iter().map(deletion).collect();
-        self.commit(&key, Vec::new(), &events, true).await?;
-        Ok(events.len())
+        match self.write(Change::DeleteAll { key }).await? {
+            Done::Deleted(n) => Ok(n),
+            Done::Added(_) => Err(Error::Batch("the writer answered a deletion with an add".into())),
+        }
     }
 
     /// What happened to a memory, oldest first (kept after it is deleted).
     pub async fn history(&self, id: &str) -> Result<Vec<HistoryEvent>> {
-        let events = Store::open(&self.inner.root).await?.history(Some(id)).await?;
+        let events = self.inner.store.read().await.history(Some(id)).await?;
         if events.is_empty() {
             return Err(unknown(id));
         }
         Ok(events)
     }
+}
 
-    async fn locate(&self, id: &str) -> Result<(String, Arc<Memory>)> {
-        let key = self.inner.ids.read().await.get(id).cloned().ok_or_else(|| unknown(id))?;
-        let memory = self.inner.scopes.read().await.get(&key).cloned().ok_or_else(|| unknown(id))?;
-        Ok((key, memory))
-    }
-
-    async fn episodes_of(&self, key: &str) -> Vec<Episode> {
-        self.inner.scopes.read().await.get(key).map(|m| m.episodes().to_vec()).unwrap_or_default()
-    }
-
-    /// Writes `episodes` as the whole of scope `key` (none: the scope is removed) with
-    /// `events` in the history, in one store transaction; then swaps in the new index. With
-    /// `purge` the store keeps no file holding what was removed (compaction, then old
-    /// versions deleted).
-    async fn commit(&self, key: &str, mut episodes: Vec<Episode>, events: &[HistoryEvent], purge: bool) -> Result<()> {
-        for (i, e) in episodes.iter_mut().enumerate() {
-            e.position = i as u32;
+/// The GPU the search thread ranks on, if any, and why. `auto` takes a hardware adapter
+/// whatever the scopes' sizes: scopes grow while the server runs, and every batch the GPU ranks
+/// leaves the cores to the embedder. `gpu` makes a missing adapter or settings the kernels do
+/// not run an error.
+fn choose_backend(config: &Config) -> Result<(Option<Gpu>, Choice)> {
+    let unsupported = config.retrieve.rank_settings(Mode::Synapse).and_then(|s| s.check().err());
+    let cpu = |reason: String, adapter: Option<AdapterDescription>| {
+        Ok((None, Choice { backend: Backend::Cpu, reason, adapter }))
+    };
+    let gpu = |gpu: Gpu, reason: String| {
+        let adapter = Some(gpu.adapter().clone());
+        Ok((Some(gpu), Choice { backend: Backend::Gpu, reason, adapter }))
+    };
+    match config.gpu.backend {
+        Backend::Cpu => cpu("--backend cpu".into(), None),
+        Backend::Gpu => {
+            if let Some(e) = unsupported {
+                return Err(e);
+            }
+            let g = Gpu::new().map_err(|e| Error::Gpu(format!("--backend gpu: {e}")))?;
+            let reason = format!("--backend gpu on {}", g.adapter());
+            gpu(g, reason)
         }
-        let memory = if episodes.is_empty() {
-            None
+        Backend::Auto => match (unsupported, Gpu::new()) {
+            (Some(e), _) => cpu(format!("settings the kernels do not run: {e}"), None),
+            (None, Err(e)) => cpu(e.to_string(), None),
+            (None, Ok(g)) if g.adapter().software => {
+                let adapter = Some(g.adapter().clone());
+                cpu(format!("the only adapter, {}, is a software renderer", g.adapter()), adapter)
+            }
+            (None, Ok(g)) => {
+                let reason = format!("{}", g.adapter());
+                gpu(g, reason)
+            }
+        },
+    }
+}
+
+/// A scope a group of writes changes: its episodes after the group, how many of them at the
+/// front are stored already, and whether a deletion means it must be written anew.
+struct Pending {
+    episodes: Vec<Episode>,
+    stored: usize,
+    rewrite: bool,
+}
+
+/// A scope built after a group of writes: its new memory (`None`: now empty), the builder that
+/// made its graph, and the episodes to append to the store.
+struct Built {
+    key: String,
+    memory: Option<Memory>,
+    builder: Option<GraphBuilder>,
+    stored: usize,
+    rewrite: bool,
+}
+
+/// The writer: takes every write waiting (up to `serve.max_write_batch`) as one group and
+/// commits the group in one store transaction; writes that arrive meanwhile form the next
+/// group. Each scope keeps the graph builder of its committed episodes, so an add pushes only
+/// its new episodes; a deletion rebuilds the scope.
+async fn write_loop(inner: Arc<Inner>, mut rx: mpsc::UnboundedReceiver<WriteJob>, searcher: Searcher) {
+    let mut builders: HashMap<String, GraphBuilder> = HashMap::new();
+    while let Some(first) = rx.recv().await {
+        let mut jobs = vec![first];
+        while jobs.len() < inner.config.serve.max_write_batch {
+            match rx.try_recv() {
+                Ok(job) => jobs.push(job),
+                Err(_) => break,
+            }
+        }
+        inner.commit_group(jobs, &mut builders, &searcher).await;
+    }
+}
+
+impl Inner {
+    /// Applies `jobs` in order and commits them together; answers each.
+    async fn commit_group(
+        self: &Arc<Self>,
+        jobs: Vec<WriteJob>,
+        builders: &mut HashMap<String, GraphBuilder>,
+        searcher: &Searcher,
+    ) {
+        let texts: Vec<String> = jobs
+            .iter()
+            .flat_map(|j| match &j.change {
+                Change::Add { messages, .. } => messages.iter().map(|m| m.content.clone()).collect(),
+                _ => Vec::new(),
+            })
+            .collect();
+        let vectors = if texts.is_empty() {
+            Vec::new()
         } else {
-            let inner = self.inner.clone();
-            let key = key.to_string();
-            Some(
-                cpu(move || {
-                    let texts: Vec<String> = episodes.iter().map(|e| e.embedding_text()).collect();
-                    let dated: Vec<(&str, Option<DateTime<Utc>>)> =
-                        texts.iter().zip(&episodes).map(|(t, e)| (t.as_str(), e.timestamp)).collect();
-                    let graph =
-                        build_graph(&dated, &inner.config.graph, &mut |labels: &[String]| inner.embed_labels(labels))?;
-                    Memory::new(&key, episodes, graph, inner.config.retrieve.clone())
-                })
-                .await?,
-            )
+            let inner = self.clone();
+            match cpu(move || inner.embedder.embed(&texts)).await {
+                Ok(v) => v,
+                Err(e) => {
+                    let message = format!("embedding {} messages: {e}", jobs.len());
+                    for job in jobs {
+                        let _ = job.reply.send(Err(Error::Batch(message.clone())));
+                    }
+                    return;
+                }
+            }
         };
-        let mut txn = Store::begin_write(&self.inner.root).await?;
-        txn.remove_conversation(key).await?;
-        if let Some(m) = &memory {
-            // The episodes as the new index holds them.
-            let episodes = m.episodes();
-            let turns: Vec<Turn> = episodes
-                .iter()
-                .map(|e| Turn {
-                    id: e.turn_id.clone(),
-                    speaker: e.speaker.clone(),
-                    text: e.text.clone(),
-                    image_caption: None,
-                    timestamp: e.timestamp,
-                    position: e.position,
-                })
-                .collect();
-            let refs: Vec<&Turn> = turns.iter().collect();
-            let embeddings: Vec<f32> = episodes.iter().flat_map(|e| e.embedding.iter().copied()).collect();
-            txn.append_episodes(key, &vec![1; turns.len()], &refs, &embeddings).await?;
-            let ids: Vec<&str> = turns.iter().map(|t| t.id.as_str()).collect();
-            txn.put_graph(key, m.graph(), &ids).await?;
-            let conversation = Conversation {
-                id: key.to_string(),
-                format: SourceFormat::Api,
-                sessions: vec![Session { index: 1, date: None, turns }],
-                questions: Vec::new(),
+        let mut vectors = vectors.chunks_exact(EMBEDDING_DIM);
+        let now = Utc::now();
+        let mut touched: BTreeMap<String, Pending> = BTreeMap::new();
+        let mut events: Vec<HistoryEvent> = Vec::new();
+        let mut accepted: Vec<(oneshot::Sender<Result<Done>>, Done)> = Vec::new();
+        // Ids this group added (to their scope) or deleted (to None).
+        let mut group_ids: HashMap<String, Option<String>> = HashMap::new();
+        for job in jobs {
+            let done = match job.change {
+                Change::Add { key, scope, messages } => {
+                    let p = self.pending(&mut touched, &key).await;
+                    let from = p.episodes.len();
+                    for m in messages {
+                        let id = new_id();
+                        events.push(HistoryEvent {
+                            memory_id: id.clone(),
+                            conversation: key.clone(),
+                            event: "ADD".into(),
+                            at: now,
+                        });
+                        group_ids.insert(id.clone(), Some(key.clone()));
+                        p.episodes.push(Episode {
+                            conversation: key.clone(),
+                            session: 1,
+                            turn_id: id,
+                            position: p.episodes.len() as u32,
+                            speaker: m.role,
+                            text: m.content,
+                            image_caption: None,
+                            timestamp: Some(m.timestamp.unwrap_or(now)),
+                            embedding: vectors.next().map(<[f32]>::to_vec).unwrap_or_default(),
+                        });
+                    }
+                    Done::Added(p.episodes[from..].iter().map(|e| item(&scope, e)).collect())
+                }
+                Change::Delete { id } => {
+                    let key = match group_ids.get(&id) {
+                        Some(k) => k.clone(),
+                        None => self.ids.read().await.get(&id).cloned(),
+                    };
+                    let Some(key) = key else {
+                        let _ = job.reply.send(Err(unknown(&id)));
+                        continue;
+                    };
+                    let p = self.pending(&mut touched, &key).await;
+                    let Some(at) = p.episodes.iter().position(|e| e.turn_id == id) else {
+                        let _ = job.reply.send(Err(unknown(&id)));
+                        continue;
+                    };
+                    events.push(deletion(&p.episodes.remove(at)));
+                    p.rewrite = true;
+                    group_ids.insert(id, None);
+                    Done::Deleted(1)
+                }
+                Change::DeleteAll { key } => {
+                    let p = self.pending(&mut touched, &key).await;
+                    let n = p.episodes.len();
+                    for e in p.episodes.drain(..) {
+                        group_ids.insert(e.turn_id.clone(), None);
+                        events.push(deletion(&e));
+                    }
+                    p.rewrite = true;
+                    Done::Deleted(n)
+                }
             };
-            txn.put_conversation(&conversation, "api").await?;
+            accepted.push((job.reply, done));
         }
+        if accepted.is_empty() {
+            return;
+        }
+        for key in touched.keys() {
+            if touched[key].rewrite {
+                builders.remove(key);
+            }
+        }
+        let work: Vec<(String, Pending, Option<GraphBuilder>)> =
+            touched.into_iter().map(|(k, p)| (builders.remove(&k), k, p)).map(|(b, k, p)| (k, p, b)).collect();
+        let inner = self.clone();
+        let built = match cpu(move || {
+            use rayon::prelude::*;
+            work.into_par_iter().map(|(key, p, builder)| inner.build_scope(key, p, builder)).collect::<Result<Vec<_>>>()
+        })
+        .await
+        {
+            Ok(built) => self.store_group(built, &events).await,
+            Err(e) => Err(e),
+        };
+        let built = match built {
+            Ok(b) => b,
+            Err(e) => {
+                // Nothing is published: the store rolls the abandoned versions back on the next write.
+                let message = format!("writing {} requests: {e}", accepted.len());
+                tracing::error!("{message}");
+                for (reply, _) in accepted {
+                    let _ = reply.send(Err(Error::Batch(message.clone())));
+                }
+                return;
+            }
+        };
+        let purge = built.iter().any(|b| b.rewrite);
+        {
+            let mut ids = self.ids.write().await;
+            for e in &events {
+                match e.event.as_str() {
+                    "ADD" => ids.insert(e.memory_id.clone(), e.conversation.clone()),
+                    _ => ids.remove(&e.memory_id),
+                };
+            }
+            let mut scopes = self.scopes.write().await;
+            for b in built {
+                let memory = b.memory.map(Arc::new);
+                match &memory {
+                    Some(m) => scopes.insert(b.key.clone(), m.clone()),
+                    None => scopes.remove(&b.key),
+                };
+                if let Some(builder) = b.builder {
+                    builders.insert(b.key.clone(), builder);
+                }
+                // A stopped search thread fails the searches themselves; the write is done.
+                let _ = searcher.send(Msg::Scope(b.key, memory));
+            }
+        }
+        if purge {
+            let _ = searcher.send(Msg::Compact);
+        }
+        Counters::add(&self.counters.commits, 1);
+        Counters::add(&self.counters.writes, accepted.len());
+        for (reply, done) in accepted {
+            let _ = reply.send(Ok(done));
+        }
+    }
+
+    /// The pending state of scope `key` in this group, from its committed state.
+    async fn pending<'a>(&self, touched: &'a mut BTreeMap<String, Pending>, key: &str) -> &'a mut Pending {
+        if !touched.contains_key(key) {
+            let episodes = self.scopes.read().await.get(key).map(|m| m.episodes().to_vec()).unwrap_or_default();
+            let stored = episodes.len();
+            touched.insert(key.to_string(), Pending { episodes, stored, rewrite: false });
+        }
+        touched.get_mut(key).expect("inserted above")
+    }
+
+    /// The memory of a scope after a group: its builder takes the new episodes (all of them,
+    /// on a fresh builder, when the scope has none or lost episodes).
+    fn build_scope(&self, key: String, mut p: Pending, builder: Option<GraphBuilder>) -> Result<Built> {
+        let done = |memory, builder| Built { key: key.clone(), memory, builder, stored: p.stored, rewrite: p.rewrite };
+        if p.episodes.is_empty() {
+            return Ok(done(None, None));
+        }
+        if p.rewrite {
+            for (i, e) in p.episodes.iter_mut().enumerate() {
+                e.position = i as u32;
+            }
+        }
+        let mut embed = |labels: &[String]| self.embed_labels(labels);
+        let (mut builder, from) = match builder {
+            Some(b) => (b, p.stored),
+            None => {
+                // A fresh builder: its labels in one embedding pass, not one per window.
+                let texts: Vec<String> = p.episodes.iter().map(|e| e.embedding_text()).collect();
+                let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+                embed(&labels_of(&refs, &self.config.graph))?;
+                (GraphBuilder::new(self.config.graph.clone())?, 0)
+            }
+        };
+        for e in &p.episodes[from..] {
+            builder.push_episode(&e.embedding_text(), e.timestamp, &mut embed)?;
+        }
+        let graph = builder.clone().finish(&mut embed)?;
+        let memory = Memory::new(&key, std::mem::take(&mut p.episodes), graph, self.config.retrieve.clone())?;
+        Ok(done(Some(memory), Some(builder)))
+    }
+
+    /// Writes a group's scopes and `events` in one store transaction: new episodes appended
+    /// (a scope that lost some is written anew), graphs and summaries replaced, history
+    /// appended; after a deletion the store is compacted and its old versions purged.
+    async fn store_group(&self, built: Vec<Built>, events: &[HistoryEvent]) -> Result<Vec<Built>> {
+        let mut txn = Store::begin_write(&self.root).await?;
+        let keys: Vec<&str> = built.iter().map(|b| b.key.as_str()).collect();
+        let rewritten: Vec<&str> = built.iter().filter(|b| b.rewrite).map(|b| b.key.as_str()).collect();
+        let emptied: Vec<&str> = built.iter().filter(|b| b.memory.is_none()).map(|b| b.key.as_str()).collect();
+        txn.remove_conversations(&rewritten, &[Table::Episodes]).await?;
+        txn.remove_conversations(&emptied, &[Table::Nodes, Table::Edges]).await?;
+        txn.remove_conversations(&keys, &[Table::Conversations]).await?;
+        let live: Vec<(&Built, &Memory)> = built.iter().filter_map(|b| b.memory.as_ref().map(|m| (b, m))).collect();
+        let rows: Vec<&Episode> = live
+            .iter()
+            .flat_map(|(b, m)| m.episodes()[if b.rewrite { 0 } else { b.stored }..].iter())
+            .collect();
+        txn.append_episode_rows(&rows).await?;
+        let ids: Vec<Vec<&str>> = live.iter().map(|(_, m)| m.episodes().iter().map(|e| e.turn_id.as_str()).collect()).collect();
+        let graphs: Vec<(&str, &crate::graph::Graph, &[&str])> =
+            live.iter().zip(&ids).map(|((b, m), ids)| (b.key.as_str(), m.graph(), ids.as_slice())).collect();
+        txn.put_graphs(&graphs).await?;
+        let now = Utc::now();
+        let summaries: Vec<ConversationSummary> = live
+            .iter()
+            .map(|(b, m)| ConversationSummary {
+                id: b.key.clone(),
+                format: SourceFormat::Api.as_str().to_string(),
+                source: "api".into(),
+                sessions: 1,
+                turns: m.episodes().len() as u32,
+                questions: 0,
+                unresolved_evidence: 0,
+                ingested_at: now,
+            })
+            .collect();
+        txn.append_summaries(&summaries).await?;
         txn.append_history(events).await?;
+        let purge = !rewritten.is_empty();
         if purge {
             txn.compact().await?;
         }
@@ -465,44 +758,87 @@ impl Service {
         if purge {
             store.purge_old_versions().await?;
         }
-        let mut ids = self.inner.ids.write().await;
-        for e in events {
-            match e.event.as_str() {
-                "ADD" => ids.insert(e.memory_id.clone(), key.to_string()),
-                _ => ids.remove(&e.memory_id),
-            };
-        }
-        let mut scopes = self.inner.scopes.write().await;
-        match memory {
-            Some(m) => scopes.insert(key.to_string(), Arc::new(m)),
-            None => scopes.remove(key),
-        };
-        Ok(())
+        *self.store.write().await = store;
+        Ok(built)
     }
-}
 
-impl Inner {
     /// Label embeddings, from the cache where it has them.
     fn embed_labels(&self, labels: &[String]) -> Result<Vec<f32>> {
-        let poisoned = || Error::InvalidArgument("label cache poisoned".into());
+        let poisoned = || Error::Batch("label cache poisoned".into());
         let missing: Vec<String> = {
             let cache = self.labels.lock().map_err(|_| poisoned())?;
-            let mut m: Vec<String> = labels.iter().filter(|l| !cache.contains_key(*l)).cloned().collect();
+            let mut m: Vec<String> = labels.iter().filter(|l| !cache.contains(l)).cloned().collect();
             m.sort();
             m.dedup();
             m
         };
         let fresh = if missing.is_empty() { Vec::new() } else { self.embedder.embed(&missing)? };
         let mut cache = self.labels.lock().map_err(|_| poisoned())?;
-        for (l, v) in missing.into_iter().zip(fresh.chunks_exact(EMBEDDING_DIM)) {
-            cache.insert(l, v.to_vec());
-        }
         let mut out = Vec::with_capacity(labels.len() * EMBEDDING_DIM);
+        let fresh: HashMap<&str, &[f32]> =
+            missing.iter().map(String::as_str).zip(fresh.chunks_exact(EMBEDDING_DIM)).collect();
         for l in labels {
-            out.extend_from_slice(cache.get(l).ok_or_else(poisoned)?);
+            let v = match fresh.get(l.as_str()) {
+                Some(v) => v.to_vec(),
+                None => cache.get(l).ok_or_else(|| Error::Batch(format!("label '{l}' left the cache")))?,
+            };
+            out.extend_from_slice(&v);
+            cache.insert(l.clone(), v);
         }
         Ok(out)
     }
+}
+
+/// Label → embedding, bounded: two generations, the older dropped whole when the newer fills
+/// half the capacity; a hit in the older moves the label to the newer (least recently used
+/// labels go first).
+struct LabelCache {
+    capacity: usize,
+    new: HashMap<String, Vec<f32>>,
+    old: HashMap<String, Vec<f32>>,
+}
+
+impl LabelCache {
+    fn new(capacity: usize) -> LabelCache {
+        LabelCache { capacity: capacity.max(2), new: HashMap::new(), old: HashMap::new() }
+    }
+
+    fn contains(&self, label: &str) -> bool {
+        self.new.contains_key(label) || self.old.contains_key(label)
+    }
+
+    fn get(&mut self, label: &str) -> Option<Vec<f32>> {
+        self.new.get(label).or_else(|| self.old.get(label)).cloned()
+    }
+
+    fn insert(&mut self, label: String, v: Vec<f32>) {
+        self.old.remove(&label);
+        self.new.insert(label, v);
+        if self.new.len() >= self.capacity / 2 {
+            self.old = std::mem::take(&mut self.new);
+        }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.new.len() + self.old.len()
+    }
+}
+
+/// A search's answer: the retrieved memories of `request`'s scope in time order.
+fn answer(request: &SearchRequest, memory: &Memory, found: &Retrieval) -> SearchResult {
+    let limit = request.limit.unwrap_or(usize::MAX);
+    let mut hits: Vec<_> = found.hits.iter().take(limit).collect();
+    hits.sort_by_key(|h| h.episode);
+    let results = hits
+        .iter()
+        .map(|h| {
+            let mut it = item(&request.scope, &memory.episodes()[h.episode as usize]);
+            it.score = Some(h.signals.score);
+            it
+        })
+        .collect();
+    SearchResult { results, confidence: found.confidence, rejected: found.rejected }
 }
 
 /// The [`Service`] for scripts and synchronous code: the same operations, each blocking on a
@@ -617,6 +953,28 @@ mod tests {
         }
         assert!(Scope::user(&"x".repeat(129)).key().is_err());
         assert_eq!(Scope::from_key("conv-26"), None);
+    }
+
+    #[test]
+    fn label_cache_is_bounded_and_keeps_what_is_used() {
+        let mut cache = LabelCache::new(8);
+        for i in 0..4 {
+            cache.insert(format!("l{i}"), vec![i as f32]);
+        }
+        // The newer generation filled half the capacity and became the older one.
+        assert_eq!(cache.len(), 4);
+        assert_eq!(cache.get("l1"), Some(vec![1.0]));
+        cache.insert("l1".into(), vec![1.0]);
+        for i in 4..7 {
+            cache.insert(format!("l{i}"), vec![i as f32]);
+        }
+        // l1 was used again and survives; l0, l2, l3 were not and are gone.
+        assert!(cache.contains("l1") && cache.contains("l6"));
+        assert!(!cache.contains("l0") && !cache.contains("l2") && !cache.contains("l3"));
+        for i in 0..100 {
+            cache.insert(format!("x{i}"), vec![0.0]);
+            assert!(cache.len() <= 8);
+        }
     }
 
     #[test]

@@ -226,3 +226,52 @@ fn query_reports_its_backend_and_gpu_answers_like_cpu() {
         assert_eq!(gpu["rejected"], cpu["rejected"]);
     }
 }
+
+#[test]
+fn graphs_replaced_in_place_rank_like_a_fresh_upload() {
+    use myelin::gpu::corpus::Corpus;
+    use myelin::gpu::ranker::Ranker;
+    use myelin::retrieve::engine::retrieve_on;
+    let Some(gpu) = test_gpu() else { return };
+    let Some(data) = datasets() else { return };
+    let config = Config::default();
+    let embedder = Embedder::load(&config.embed).expect("model (scripts/fetch-model.sh)");
+    let loaded = load_path(&data.join("locomo/locomo10-dev.json"), &LoadOptions::default()).expect("locomo");
+    let full = loaded.conversations.into_iter().find(|c| c.id == "conv-30").expect("conv-30");
+    let mut early = full.clone();
+    early.sessions.truncate(2);
+    let demo = load_demo().expect("demo").conversations.remove(0);
+    let memory = |c| in_memory(c, &embedder, &config).expect("memory");
+    let (early, full_m, demo_m) = (memory(&early), memory(&full), memory(&demo));
+    // Slots: [demo, early] → early replaced by the full conversation, demo added again in a
+    // new slot, slot 0 emptied.
+    let mut corpus = Corpus::upload(&gpu, &[demo_m.gpu_input(), early.gpu_input()]).expect("upload");
+    let before = corpus.bytes;
+    let sent = corpus.replace(1, &full_m.gpu_input()).expect("replace");
+    assert_eq!(corpus.bytes, before + sent);
+    corpus.replace(2, &demo_m.gpu_input()).expect("new slot");
+    corpus.remove(0).expect("remove");
+    assert!(corpus.replace(9, &demo_m.gpu_input()).is_err(), "a slot past the end is an error");
+    let n = |m: &Memory| m.graph().node_count() as u64;
+    assert_eq!(corpus.garbage_nodes(), n(&early) + n(&demo_m));
+    assert_eq!(corpus.live_nodes(), n(&full_m) + n(&demo_m));
+    assert_eq!((corpus.nodes(0), corpus.nodes(1)), (0, full_m.graph().node_count()));
+    let ranker = Ranker::new(corpus);
+    let mut analyzer = Analyzer::new().expect("analyzer");
+    let queries: Vec<(u32, &Memory, Query)> = [(1u32, &full_m, &full), (2, &demo_m, &demo)]
+        .into_iter()
+        .flat_map(|(slot, m, c)| c.questions.iter().take(40).map(move |q| (slot, m, q.text.clone())))
+        .map(|(slot, m, text)| {
+            let v = embedder.embed_one(&text).expect("embed");
+            (slot, m, Query::new(&mut analyzer, &text, v).expect("query"))
+        })
+        .collect();
+    let requests: Vec<(u32, &Memory, &Query)> = queries.iter().map(|(s, m, q)| (*s, *m, q)).collect();
+    let (on_cpu, _) = retrieve_on(None, &requests, Mode::Synapse).expect("cpu");
+    let (on_gpu, report) = retrieve_on(Some(&ranker), &requests, Mode::Synapse).expect("gpu");
+    assert!(report.on_gpu && report.fallback.is_none(), "{report:?}");
+    assert_eq!(report.completed_on_cpu, 0);
+    for ((c, g), (_, _, q)) in on_cpu.iter().zip(&on_gpu).zip(&queries) {
+        assert_same(c, g, &format!("replaced: {}", q.text));
+    }
+}

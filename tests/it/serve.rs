@@ -438,3 +438,165 @@ fn the_blocking_facade_runs_the_library_without_a_server() {
     assert_eq!(service.delete_all(&alice).expect("delete all"), 1);
     assert!(service.search(&request).unwrap_err().to_string().contains("no memories in scope"));
 }
+
+/// The first `n` turns of LoCoMo conv-30 as messages, and its questions.
+fn locomo_messages(n: usize) -> Option<(Vec<myelin::serve::Message>, Vec<String>)> {
+    let data = crate::common::datasets()?;
+    let loaded = myelin::ingest::load_path(&data.join("locomo/locomo10-dev.json"), &Default::default()).expect("locomo");
+    let c = loaded.conversations.into_iter().find(|c| c.id == "conv-30").expect("conv-30");
+    let messages = c
+        .turns()
+        .take(n)
+        .map(|t| myelin::serve::Message { role: t.speaker.clone(), content: t.embedding_text(), timestamp: t.timestamp })
+        .collect();
+    Some((messages, c.questions.iter().map(|q| q.text.clone()).collect()))
+}
+
+#[test]
+fn concurrent_writes_share_commits_and_searches_share_batches() {
+    use myelin::serve::{Page, Scope, SearchRequest, Service};
+    let Some((messages, questions)) = locomo_messages(120) else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let scopes: Vec<Scope> = (0..6).map(|i| Scope::user(&format!("u{i}"))).collect();
+    let acked: Vec<(Scope, String, String)> = runtime.block_on(async {
+        let service = Service::open(&store, myelin::config::Config::default()).await.expect("open");
+        // 120 single-message writes from 120 tasks at once, round-robin over six scopes.
+        let tasks: Vec<_> = messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let (service, scope, m) = (service.clone(), scopes[i % 6].clone(), m.clone());
+                tokio::spawn(async move {
+                    let added = service.add(&scope, vec![m.clone()]).await.expect("add");
+                    (scope, added[0].id.clone(), m.content)
+                })
+            })
+            .collect();
+        let mut acked = Vec::new();
+        for t in tasks {
+            acked.push(t.await.expect("task"));
+        }
+        let stats = service.stats();
+        assert_eq!(stats.writes, 120);
+        assert!(stats.commits < stats.writes, "concurrent writes were committed one by one: {stats:?}");
+        // Every acknowledged write is listed in its scope, in the order of its commit.
+        for scope in &scopes {
+            let listed = service.get_all(scope, Page { offset: 0, limit: 1000 }).await.expect("list");
+            let mine: Vec<&String> = acked.iter().filter(|(s, _, _)| s == scope).map(|(_, id, _)| id).collect();
+            assert_eq!(listed.len(), mine.len());
+            assert!(mine.iter().all(|id| listed.iter().any(|m| &m.id == *id)));
+        }
+        // 60 searches at once: fewer batches than searches, each answered from its own scope.
+        let tasks: Vec<_> = questions
+            .iter()
+            .take(60)
+            .enumerate()
+            .map(|(i, q)| {
+                let service = service.clone();
+                let request = SearchRequest { query: q.clone(), scope: scopes[i % 6].clone(), limit: None };
+                tokio::spawn(async move { (request.scope.clone(), service.search(&request).await.expect("search")) })
+            })
+            .collect();
+        for t in tasks {
+            let (scope, found) = t.await.expect("task");
+            assert!(!found.results.is_empty());
+            assert!(found.results.iter().all(|m| m.scope == scope && acked.iter().any(|(_, id, _)| *id == m.id)));
+        }
+        let stats = service.stats();
+        assert_eq!(stats.searches, 60);
+        assert!(stats.batches < stats.searches, "concurrent searches were answered one by one: {stats:?}");
+        acked
+    });
+    // Reopened: every write is there and a write extends a scope whose builder is gone.
+    runtime.block_on(async {
+        let service = Service::open(&store, myelin::config::Config::default()).await.expect("reopen");
+        for (scope, id, text) in acked.iter().step_by(7) {
+            let got = service.get(id).await.expect("get");
+            assert_eq!((&got.scope, &got.memory), (scope, text));
+        }
+        let note = myelin::serve::Message {
+            role: "user".into(),
+            content: "The telescope arrives on Thursday at the observatory.".into(),
+            timestamp: None,
+        };
+        let added = service.add(&scopes[2], vec![note]).await.expect("add after reopen");
+        let request =
+            SearchRequest { query: "When does the telescope arrive?".into(), scope: scopes[2].clone(), limit: Some(3) };
+        let found = service.search(&request).await.expect("search");
+        assert!(found.results.iter().any(|m| m.id == added[0].id), "{found:?}");
+        assert_eq!(service.get_all(&scopes[2], Page::default()).await.expect("list").len(), 21);
+    });
+}
+
+#[test]
+fn on_the_gpu_searches_follow_writes_and_deletions_as_on_the_cpu() {
+    use myelin::serve::{Scope, SearchRequest, SearchResult, Service};
+    if myelin::gpu::test_gpu().is_none() {
+        return;
+    }
+    let Some((messages, questions)) = locomo_messages(160) else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        let mut config = myelin::config::Config::default();
+        config.gpu.backend = myelin::gpu::Backend::Cpu;
+        let cpu = Service::open(&dir.path().join("cpu"), config.clone()).await.expect("cpu service");
+        config.gpu.backend = myelin::gpu::Backend::Gpu;
+        let gpu = Service::open(&dir.path().join("gpu"), config).await.expect("gpu service");
+        assert_eq!(gpu.backend().backend, myelin::gpu::Backend::Gpu, "{}", gpu.backend());
+        let (a, b) = (Scope::user("a"), Scope::user("b"));
+        let texts = |r: &SearchResult| -> Vec<(String, f32)> {
+            r.results.iter().map(|m| (m.memory.clone(), m.score.unwrap_or(f32::NAN))).collect()
+        };
+        let compare = |step: &'static str| {
+            let (cpu, gpu, questions, a, b) = (&cpu, &gpu, &questions, a.clone(), b.clone());
+            async move {
+                let requests: Vec<SearchRequest> = questions
+                    .iter()
+                    .take(24)
+                    .enumerate()
+                    .map(|(i, q)| SearchRequest {
+                        query: q.clone(),
+                        scope: if i % 2 == 0 { a.clone() } else { b.clone() },
+                        limit: None,
+                    })
+                    .collect();
+                let on_cpu = cpu.search_batch(&requests).await.expect("cpu search");
+                let on_gpu = gpu.search_batch(&requests).await.expect("gpu search");
+                for ((c, g), r) in on_cpu.iter().zip(&on_gpu).zip(&requests) {
+                    let (c, g) = (texts(c), texts(g));
+                    assert_eq!(c.len(), g.len(), "{step}: {}", r.query);
+                    for ((ct, cs), (gt, gs)) in c.iter().zip(&g) {
+                        assert_eq!(ct, gt, "{step}: {}", r.query);
+                        assert!((cs - gs).abs() <= 1e-5 * cs.abs().max(1e-3), "{step}: {}: {cs} vs {gs}", r.query);
+                    }
+                }
+            }
+        };
+        for service in [&cpu, &gpu] {
+            service.add(&a, messages[..80].to_vec()).await.expect("add a");
+            service.add(&b, messages[80..120].to_vec()).await.expect("add b");
+        }
+        compare("first writes").await;
+        // Appends replace the scope's graph on the GPU in place.
+        for service in [&cpu, &gpu] {
+            for m in &messages[120..160] {
+                service.add(&b, vec![m.clone()]).await.expect("add b");
+            }
+        }
+        compare("appends").await;
+        // A deletion (and a whole scope deleted and refilled) uploads a fresh corpus.
+        for service in [&cpu, &gpu] {
+            let first = service.get_all(&a, Default::default()).await.expect("list")[3].id.clone();
+            service.delete(&first).await.expect("delete");
+            service.delete_all(&b).await.expect("delete all");
+            service.add(&b, messages[100..150].to_vec()).await.expect("refill b");
+        }
+        compare("deletions").await;
+        let stats = gpu.stats();
+        assert_eq!(stats.gpu_searches, stats.searches, "{stats:?}");
+        assert_eq!(cpu.stats().gpu_searches, 0);
+    });
+}

@@ -1,0 +1,253 @@
+//! The search thread of the serving API. One OS thread takes every search waiting in its queue
+//! as one batch (up to `serve.max_batch` queries), embeds all of the batch's queries in one
+//! MiniLM pass and ranks them together: in one GPU submit when the service runs on a GPU, else
+//! on the CPU in parallel over queries. Searches that arrive while a batch runs form the next
+//! one, so a batch is as large as the load makes it and an idle server answers at once.
+//!
+//! On a GPU this thread is the only one that touches the queue: it owns the resident graphs
+//! (one corpus slot per scope) and applies the writer's updates to them in the order they
+//! come, uploading only the scope a write changed; after a deletion it uploads a fresh corpus,
+//! so no GPU buffer keeps what was deleted. A search whose scope the corpus does not hold as
+//! the request saw it runs on the CPU instead, so results never depend on an update in flight.
+//!
+//! Owns batching and the GPU state of the service. Must not write the store or change a scope
+//! (that is the writer in `serve`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::mpsc;
+
+use tokio::sync::oneshot;
+
+use super::{Counters, SearchRequest, SearchResult};
+use crate::embed::{EMBEDDING_DIM, Embedder};
+use crate::error::{Error, Result};
+use crate::gpu::Gpu;
+use crate::gpu::corpus::Corpus;
+use crate::gpu::ranker::Ranker;
+use crate::retrieve::bm25::Analyzer;
+use crate::retrieve::engine::retrieve_on;
+use crate::retrieve::{Memory, Mode, Query, Retrieval};
+
+/// One search of a batch: the request, its scope's key and the scope as the request found it.
+pub(crate) struct Search {
+    pub(crate) request: SearchRequest,
+    pub(crate) key: String,
+    pub(crate) memory: Arc<Memory>,
+}
+
+/// What the thread is asked.
+pub(crate) enum Msg {
+    /// Searches answered together, in order.
+    Search(Vec<Search>, oneshot::Sender<Result<Vec<SearchResult>>>),
+    /// Scope `key` now holds `memory` (`None`: it is gone).
+    Scope(String, Option<Arc<Memory>>),
+    /// Upload a fresh corpus of the live scopes only (after a deletion).
+    Compact,
+}
+
+/// The sending side: cheap to clone; the thread stops when every clone is dropped.
+#[derive(Clone)]
+pub(crate) struct Searcher {
+    tx: mpsc::Sender<Msg>,
+}
+
+impl Searcher {
+    /// Starts the thread over `scopes`, on `gpu` when given.
+    pub(crate) fn start(
+        embedder: Arc<Embedder>,
+        gpu: Option<Gpu>,
+        scopes: &HashMap<String, Arc<Memory>>,
+        max_batch: usize,
+        counters: Arc<Counters>,
+    ) -> Result<Searcher> {
+        let resident = match gpu {
+            Some(gpu) => Some(Resident::upload(gpu, scopes)?),
+            None => None,
+        };
+        let analyzer = Analyzer::new()?;
+        let (tx, rx) = mpsc::channel();
+        let mut thread = Thread { embedder, resident, analyzer, max_batch, counters };
+        std::thread::Builder::new()
+            .name("myelin-search".into())
+            .spawn(move || thread.run(rx))
+            .map_err(|e| Error::InvalidArgument(format!("cannot start the search thread: {e}")))?;
+        Ok(Searcher { tx })
+    }
+
+    /// Queues `msg`.
+    pub(crate) fn send(&self, msg: Msg) -> Result<()> {
+        self.tx.send(msg).map_err(|_| Error::Batch("the search thread has stopped".into()))
+    }
+}
+
+/// The scopes resident on the GPU.
+struct Resident {
+    gpu: Gpu,
+    ranker: Ranker,
+    /// Scope key → its corpus slot and the memory uploaded there.
+    slots: HashMap<String, (u32, Arc<Memory>)>,
+    /// Slots emptied by removed scopes.
+    free: Vec<u32>,
+}
+
+impl Resident {
+    fn upload(gpu: Gpu, scopes: &HashMap<String, Arc<Memory>>) -> Result<Resident> {
+        let mut keys: Vec<&String> = scopes.keys().collect();
+        keys.sort();
+        let inputs: Vec<_> = keys.iter().map(|k| scopes[*k].gpu_input()).collect();
+        let corpus = Corpus::upload(&gpu, &inputs)?;
+        let slots = keys.iter().enumerate().map(|(i, k)| ((*k).clone(), (i as u32, scopes[*k].clone()))).collect();
+        Ok(Resident { ranker: Ranker::new(corpus), gpu, slots, free: Vec::new() })
+    }
+
+    /// Puts `memory` in `key`'s slot (a new slot for a new scope), or empties it.
+    fn update(&mut self, key: String, memory: Option<Arc<Memory>>) -> Result<()> {
+        let held = self.slots.remove(&key).map(|(slot, _)| slot);
+        let corpus = self.ranker.corpus_mut();
+        match memory {
+            Some(m) => {
+                let slot = held.or_else(|| self.free.pop()).unwrap_or(corpus.len() as u32);
+                corpus.replace(slot as usize, &m.gpu_input())?;
+                self.slots.insert(key, (slot, m));
+            }
+            None => {
+                if let Some(slot) = held {
+                    corpus.remove(slot as usize)?;
+                    self.free.push(slot);
+                }
+            }
+        }
+        // Replaced segments stay until a compaction; past the live size, compact.
+        if corpus.garbage_nodes() > corpus.live_nodes().max(1 << 16) {
+            self.compact()?;
+        }
+        Ok(())
+    }
+
+    /// A fresh corpus of the live scopes: nothing replaced or removed stays on the GPU.
+    fn compact(&mut self) -> Result<()> {
+        let scopes: HashMap<String, Arc<Memory>> = self.slots.drain().map(|(k, (_, m))| (k, m)).collect();
+        *self = Resident::upload(self.gpu.clone(), &scopes)?;
+        Ok(())
+    }
+}
+
+struct Thread {
+    embedder: Arc<Embedder>,
+    resident: Option<Resident>,
+    analyzer: Analyzer,
+    max_batch: usize,
+    counters: Arc<Counters>,
+}
+
+type Job = (Vec<Search>, oneshot::Sender<Result<Vec<SearchResult>>>);
+
+impl Thread {
+    fn run(&mut self, rx: mpsc::Receiver<Msg>) {
+        while let Ok(first) = rx.recv() {
+            let mut jobs: Vec<Job> = Vec::new();
+            let mut queries = 0;
+            let mut next = Some(first);
+            while let Some(msg) = next.take() {
+                match msg {
+                    Msg::Search(searches, reply) => {
+                        queries += searches.len();
+                        jobs.push((searches, reply));
+                    }
+                    Msg::Scope(key, memory) => self.update(|r| r.update(key, memory)),
+                    Msg::Compact => self.update(Resident::compact),
+                }
+                if queries < self.max_batch {
+                    next = rx.try_recv().ok();
+                }
+            }
+            if !jobs.is_empty() {
+                self.answer(jobs);
+            }
+        }
+    }
+
+    /// Applies a change to the resident graphs; a GPU failure sends every later search to the
+    /// CPU (the service keeps serving).
+    fn update(&mut self, change: impl FnOnce(&mut Resident) -> Result<()>) {
+        if let Some(r) = self.resident.as_mut()
+            && let Err(e) = change(r)
+        {
+            tracing::error!("updating the graphs on the GPU failed; searching on the CPU from now on: {e}");
+            self.resident = None;
+        }
+    }
+
+    fn answer(&mut self, jobs: Vec<Job>) {
+        let searches: Vec<&Search> = jobs.iter().flat_map(|(s, _)| s).collect();
+        let results = self.rank(&searches);
+        Counters::add(&self.counters.batches, 1);
+        Counters::add(&self.counters.searches, searches.len());
+        let mut results = results.map(|r| r.into_iter());
+        for (searches, reply) in jobs {
+            let answer = match &mut results {
+                Ok(all) => {
+                    searches.iter().zip(all.by_ref()).map(|(s, r)| r.map(|r| super::answer(&s.request, &s.memory, &r))).collect()
+                }
+                Err(e) => Err(Error::Batch(e.clone())),
+            };
+            // A client that went away no longer waits for its answer.
+            let _ = reply.send(answer);
+        }
+    }
+
+    /// Every search's retrieval, in order; `Err` (a message) when the whole batch failed.
+    fn rank(&mut self, searches: &[&Search]) -> std::result::Result<Vec<Result<Retrieval>>, String> {
+        let texts: Vec<&str> = searches.iter().map(|s| s.request.query.as_str()).collect();
+        let vectors = self.embedder.embed(&texts).map_err(|e| format!("embedding {} queries: {e}", texts.len()))?;
+        let queries: Vec<Result<Query>> = texts
+            .iter()
+            .zip(vectors.chunks_exact(EMBEDDING_DIM))
+            .map(|(t, v)| Query::new(&mut self.analyzer, t, v.to_vec()))
+            .collect();
+        // On the GPU: the searches whose scope the corpus holds as the request saw it.
+        let mut on_gpu: Vec<(usize, u32)> = Vec::new();
+        let mut on_cpu: Vec<usize> = Vec::new();
+        for (i, s) in searches.iter().enumerate() {
+            if queries[i].is_err() {
+                continue;
+            }
+            match self.resident.as_ref().and_then(|r| r.slots.get(&s.key)) {
+                Some((slot, m)) if Arc::ptr_eq(m, &s.memory) => on_gpu.push((i, *slot)),
+                _ => on_cpu.push(i),
+            }
+        }
+        let query = |i: usize| queries[i].as_ref().map_err(|e| e.to_string());
+        let mut out: Vec<Option<Result<Retrieval>>> = (0..searches.len()).map(|_| None).collect();
+        let ranker = self.resident.as_ref().map(|r| &r.ranker);
+        for (ranker, picked) in [(ranker, on_gpu), (None, on_cpu.into_iter().map(|i| (i, 0)).collect())] {
+            if picked.is_empty() {
+                continue;
+            }
+            let requests: Vec<(u32, &Memory, &Query)> = picked
+                .iter()
+                .map(|&(i, slot)| Ok((slot, &*searches[i].memory, query(i)?)))
+                .collect::<std::result::Result<_, String>>()?;
+            let (found, report) = retrieve_on(ranker, &requests, Mode::Synapse).map_err(|e| e.to_string())?;
+            if report.on_gpu {
+                Counters::add(&self.counters.gpu_searches, requests.len());
+            }
+            if report.fallback.is_some() {
+                tracing::warn!(queries = report.queries, "a GPU batch fell back to the CPU");
+            }
+            for (&(i, _), r) in picked.iter().zip(found) {
+                out[i] = Some(Ok(r));
+            }
+        }
+        Ok(out
+            .into_iter()
+            .zip(queries)
+            .map(|(r, q)| match (r, q) {
+                (Some(r), _) => r,
+                (None, Err(e)) => Err(e),
+                (None, Ok(_)) => Err(Error::Batch("search was not ranked".into())),
+            })
+            .collect())
+    }
+}
