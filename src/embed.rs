@@ -223,7 +223,10 @@ impl Embedder {
         // core busy too. With `CANDLE_NUM_THREADS=1` (the binary sets it) candle does that work
         // on the calling thread instead of waking its spinning barrier pool, which on a small
         // machine competes with the batches for the same cores (measured: README, Embeddings).
-        let batches: Vec<&[usize]> = order.chunks(self.batch_size).collect();
+        // Fewer texts than a batch per thread (a batch of queries): split them evenly over the
+        // threads rather than leave a thread idle beside one full batch.
+        let size = self.batch_size.min(order.len().div_ceil(self.threads()).max(1));
+        let batches: Vec<&[usize]> = order.chunks(size).collect();
         let pooled: Vec<Vec<f32>> = self.pool.install(|| {
             batches
                 .par_iter()

@@ -153,6 +153,10 @@ enum Command {
         /// Share of operations that are writes.
         #[arg(long, default_value_t = 0.2)]
         write_share: f64,
+        /// Requests per second offered by all clients together (open loop; latency counts
+        /// from when each request was due). Default: closed loop, as fast as answered.
+        #[arg(long)]
+        rate: Option<f64>,
         /// File holding the server's bearer token.
         #[arg(long)]
         token_file: Option<PathBuf>,
@@ -543,7 +547,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 anyhow::Ok(())
             })?;
         }
-        Command::Load { addr, locomo, conversations, clients, seconds, write_share, token_file, json } => {
+        Command::Load { addr, locomo, conversations, clients, seconds, write_share, rate, token_file, json } => {
+            anyhow::ensure!(rate.is_none_or(|r| r > 0.0 && r.is_finite()), "--rate must be a positive number");
             anyhow::ensure!(clients > 0 && seconds > 0, "--clients and --seconds must be at least 1");
             anyhow::ensure!((0.0..=1.0).contains(&write_share), "--write-share {write_share} is not in [0, 1]");
             let token = token_file.as_deref().map(read_token).transpose()?;
@@ -559,6 +564,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 clients,
                 duration: std::time::Duration::from_secs(seconds),
                 write_share,
+                rate,
             };
             let report = runtime.block_on(async {
                 let t0 = Instant::now();
@@ -596,6 +602,18 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     report.requests_per_second,
                     report.errors,
                     report.lost_writes
+                );
+                if let Some(r) = report.offered_rate {
+                    println!("open loop: {r:.0} requests/s offered; latency counts from when each request was due");
+                }
+                let stat = |k: &str| report.server["stats"][k].as_u64().unwrap_or(0);
+                println!(
+                    "server ({}): {} searches in {} batches, {} writes in {} commits (since it started)",
+                    report.server["backend"].as_str().unwrap_or("?"),
+                    stat("searches"),
+                    stat("batches"),
+                    stat("writes"),
+                    stat("commits")
                 );
                 for e in &report.error_samples {
                     println!("error: {e}");

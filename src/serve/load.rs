@@ -29,6 +29,11 @@ pub struct LoadOptions {
     pub duration: Duration,
     /// Share of operations that are writes (the rest are searches).
     pub write_share: f64,
+    /// Requests per second offered by all clients together (open loop: each client sends on
+    /// its own schedule, and latency counts from when a request was due, so a slow answer
+    /// that delays the next request is charged to it). `None`: closed loop, each client
+    /// sends its next request when the last is answered.
+    pub rate: Option<f64>,
 }
 
 /// Percentiles of one kind of request, milliseconds.
@@ -49,6 +54,8 @@ pub struct Timing {
 pub struct LoadReport {
     /// Concurrent clients.
     pub clients: usize,
+    /// Requests per second offered (open loop), if set.
+    pub offered_rate: Option<f64>,
     /// Wall time of the timed phase, seconds.
     pub seconds: f64,
     /// Scopes searched and the memories in them.
@@ -67,6 +74,9 @@ pub struct LoadReport {
     pub lost_writes: usize,
     /// Requests answered per second.
     pub requests_per_second: f64,
+    /// The server's `/health` after the run: its backend and counters (searches and the
+    /// batches they took, writes and the commits they took).
+    pub server: Value,
 }
 
 /// One request on a fresh connection: status and body.
@@ -139,12 +149,26 @@ pub async fn run(options: &LoadOptions, targets: &[(String, Vec<String>)], memor
             let mut errors = Vec::new();
             let mut acked = Vec::new();
             let mut n = 0u64;
+            // Open loop: client k is due at start + (k / clients + i) × interval.
+            let interval = options.rate.map(|r| Duration::from_secs_f64(options.clients as f64 / r));
+            let mut due = interval.map(|iv| started + iv.mul_f64(client as f64 / options.clients as f64));
             while Instant::now() < deadline {
+                let t0 = match (due.as_mut(), interval) {
+                    (Some(at), Some(iv)) => {
+                        let this = *at;
+                        if this >= deadline {
+                            break;
+                        }
+                        tokio::time::sleep_until(this.into()).await;
+                        *at += iv;
+                        this
+                    }
+                    _ => Instant::now(),
+                };
                 n += 1;
                 // A fixed pseudo-random sequence per client: runs are comparable.
                 let r = (n.wrapping_mul(0x9E3779B97F4A7C15) ^ (client as u64).wrapping_mul(0xBF58476D1CE4E5B9)) >> 11;
                 let pick = r as f64 / (1u64 << 53) as f64;
-                let t0 = Instant::now();
                 if pick < options.write_share {
                     let body = json!({"user_id": format!("load-client-{client}"),
                         "messages": [{"role": "user", "content": format!("client {client} note {n}: remember the number {r}")}]});
@@ -204,8 +228,10 @@ pub async fn run(options: &LoadOptions, targets: &[(String, Vec<String>)], memor
         }
     };
     let total = searches.len() + writes.len() + errors.len();
+    let server = ok_json(&options.addr, options.token.as_deref(), "GET", "/health", &json!({})).await?;
     Ok(LoadReport {
         clients: options.clients,
+        offered_rate: options.rate,
         seconds,
         search_scopes: targets.len(),
         search_memories: memories,
@@ -215,5 +241,6 @@ pub async fn run(options: &LoadOptions, targets: &[(String, Vec<String>)], memor
         error_samples: errors.into_iter().take(5).collect(),
         lost_writes: lost,
         requests_per_second: total as f64 / seconds.max(1e-9),
+        server,
     })
 }
