@@ -53,9 +53,11 @@ impl Default for ServeConfig {
 impl ServeConfig {
     /// Checks the values.
     pub fn validate(&self) -> Result<()> {
-        for (name, v) in
-            [("max_batch", self.max_batch), ("max_write_batch", self.max_write_batch), ("label_cache", self.label_cache)]
-        {
+        for (name, v) in [
+            ("max_batch", self.max_batch),
+            ("max_write_batch", self.max_write_batch),
+            ("label_cache", self.label_cache),
+        ] {
             if v == 0 {
                 return Err(Error::InvalidArgument(format!("serve.{name} must be at least 1")));
             }

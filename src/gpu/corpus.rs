@@ -199,11 +199,8 @@ impl Corpus {
             links.push(t.links + link_dst.len() as u32);
         }
         let (tp, ts, tw) = g.transition.csr();
-        let pr_ptr: Vec<u32> = if tp.is_empty() {
-            vec![t.transitions; n]
-        } else {
-            tp.iter().skip(1).map(|x| t.transitions + x).collect()
-        };
+        let pr_ptr: Vec<u32> =
+            if tp.is_empty() { vec![t.transitions; n] } else { tp.iter().skip(1).map(|x| t.transitions + x).collect() };
         let pr_prob: Vec<f32> = tw.iter().map(|&w| w as f32).collect();
         self.embeddings.append(&gpu, g.embeddings)?;
         self.pagerank.append(&gpu, g.pagerank)?;

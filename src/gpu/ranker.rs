@@ -716,7 +716,16 @@ impl<'c> Batch<'c> {
         let coef = if no_fan { &c.coef_no_fan.buffer } else { &c.coef.buffer };
         let bind = self.bind(
             Family::Propagate,
-            &[&self.params_buf, &c.graphs.buffer, &self.segments_buf, &c.ptr.buffer, &c.src.buffer, coef, &self.a, &self.u],
+            &[
+                &self.params_buf,
+                &c.graphs.buffer,
+                &self.segments_buf,
+                &c.ptr.buffer,
+                &c.src.buffer,
+                coef,
+                &self.a,
+                &self.u,
+            ],
         );
         self.per_element(pass, Family::Propagate, "propagate", &bind, self.n_max);
     }

@@ -322,7 +322,9 @@ mod tests {
     #[test]
     fn a_finished_clone_equals_the_whole_build_at_every_point() {
         let turns: Vec<(String, Option<DateTime<Utc>>)> = (0..23)
-            .map(|i| (format!("Caroline and Melanie talked about topic{} in Boston on day {i}.", i % 5), day(1 + i % 9)))
+            .map(|i| {
+                (format!("Caroline and Melanie talked about topic{} in Boston on day {i}.", i % 5), day(1 + i % 9))
+            })
             .collect();
         let turns: Vec<(&str, Option<DateTime<Utc>>)> = turns.iter().map(|(t, d)| (t.as_str(), *d)).collect();
         let config = GraphConfig::default();

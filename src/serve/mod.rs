@@ -725,12 +725,11 @@ impl Inner {
         txn.remove_conversations(&emptied, &[Table::Nodes, Table::Edges]).await?;
         txn.remove_conversations(&keys, &[Table::Conversations]).await?;
         let live: Vec<(&Built, &Memory)> = built.iter().filter_map(|b| b.memory.as_ref().map(|m| (b, m))).collect();
-        let rows: Vec<&Episode> = live
-            .iter()
-            .flat_map(|(b, m)| m.episodes()[if b.rewrite { 0 } else { b.stored }..].iter())
-            .collect();
+        let rows: Vec<&Episode> =
+            live.iter().flat_map(|(b, m)| m.episodes()[if b.rewrite { 0 } else { b.stored }..].iter()).collect();
         txn.append_episode_rows(&rows).await?;
-        let ids: Vec<Vec<&str>> = live.iter().map(|(_, m)| m.episodes().iter().map(|e| e.turn_id.as_str()).collect()).collect();
+        let ids: Vec<Vec<&str>> =
+            live.iter().map(|(_, m)| m.episodes().iter().map(|e| e.turn_id.as_str()).collect()).collect();
         let graphs: Vec<(&str, &crate::graph::Graph, &[&str])> =
             live.iter().zip(&ids).map(|((b, m), ids)| (b.key.as_str(), m.graph(), ids.as_slice())).collect();
         txn.put_graphs(&graphs).await?;

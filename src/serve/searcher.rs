@@ -187,9 +187,11 @@ impl Thread {
         let mut results = results.map(|r| r.into_iter());
         for (searches, reply) in jobs {
             let answer = match &mut results {
-                Ok(all) => {
-                    searches.iter().zip(all.by_ref()).map(|(s, r)| r.map(|r| super::answer(&s.request, &s.memory, &r))).collect()
-                }
+                Ok(all) => searches
+                    .iter()
+                    .zip(all.by_ref())
+                    .map(|(s, r)| r.map(|r| super::answer(&s.request, &s.memory, &r)))
+                    .collect(),
                 Err(e) => Err(Error::Batch(e.clone())),
             };
             // A client that went away no longer waits for its answer.

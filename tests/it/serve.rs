@@ -442,12 +442,17 @@ fn the_blocking_facade_runs_the_library_without_a_server() {
 /// The first `n` turns of LoCoMo conv-30 as messages, and its questions.
 fn locomo_messages(n: usize) -> Option<(Vec<myelin::serve::Message>, Vec<String>)> {
     let data = crate::common::datasets()?;
-    let loaded = myelin::ingest::load_path(&data.join("locomo/locomo10-dev.json"), &Default::default()).expect("locomo");
+    let loaded =
+        myelin::ingest::load_path(&data.join("locomo/locomo10-dev.json"), &Default::default()).expect("locomo");
     let c = loaded.conversations.into_iter().find(|c| c.id == "conv-30").expect("conv-30");
     let messages = c
         .turns()
         .take(n)
-        .map(|t| myelin::serve::Message { role: t.speaker.clone(), content: t.embedding_text(), timestamp: t.timestamp })
+        .map(|t| myelin::serve::Message {
+            role: t.speaker.clone(),
+            content: t.embedding_text(),
+            timestamp: t.timestamp,
+        })
         .collect();
     Some((messages, c.questions.iter().map(|q| q.text.clone()).collect()))
 }
