@@ -9,7 +9,7 @@
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::{Lexical, Memory, Mode, Query, Retrieval};
+use super::{Lexical, Memory, Mode, Query, Retrieval, RetrieveConfig};
 use crate::error::{Error, Result};
 use crate::gpu::corpus::Corpus;
 use crate::gpu::ranker::{RankQuery, Ranker};
@@ -71,6 +71,55 @@ pub fn rank_query<'a>(memory: usize, query: &'a Query, lexical: &'a Lexical) -> 
     }
 }
 
+/// The GPU `config` picks, if any, and why. `auto` takes the GPU only when there is a hardware
+/// adapter, the settings fit the kernels and, when `largest` (the node count of the largest
+/// graph) is given, it is at least `min_nodes`; `None` drops the size rule (a server, whose
+/// graphs grow while it runs). `gpu` makes a missing adapter or unsupported settings an error.
+pub fn choose(config: &GpuConfig, retrieve: &RetrieveConfig, largest: Option<usize>) -> Result<(Option<Gpu>, Choice)> {
+    let unsupported = retrieve.rank_settings(Mode::Synapse).and_then(|s| s.check().err());
+    let cpu = |reason: String, adapter: Option<AdapterDescription>| {
+        Ok((None, Choice { backend: Backend::Cpu, reason, adapter }))
+    };
+    let on = |gpu: Gpu, reason: String| {
+        let adapter = Some(gpu.adapter().clone());
+        Ok((Some(gpu), Choice { backend: Backend::Gpu, reason, adapter }))
+    };
+    match (config.backend, largest) {
+        (Backend::Cpu, _) => cpu("--backend cpu".into(), None),
+        (Backend::Gpu, _) => {
+            if let Some(e) = unsupported {
+                return Err(e);
+            }
+            let gpu = Gpu::new().map_err(|e| Error::Gpu(format!("--backend gpu: {e}")))?;
+            let reason = format!("--backend gpu on {}", gpu.adapter());
+            on(gpu, reason)
+        }
+        (Backend::Auto, Some(0)) => cpu("no memory to search".into(), None),
+        (Backend::Auto, Some(n)) if n < config.min_nodes => cpu(
+            format!(
+                "the largest graph has {n} nodes, under the {} where the GPU starts to win (gpu.min_nodes)",
+                config.min_nodes
+            ),
+            None,
+        ),
+        (Backend::Auto, _) => match (unsupported, Gpu::new()) {
+            (Some(e), _) => cpu(format!("settings the kernels do not run: {e}"), None),
+            (None, Err(e)) => cpu(format!("{e}"), None),
+            (None, Ok(gpu)) if gpu.adapter().software => {
+                let adapter = Some(gpu.adapter().clone());
+                cpu(format!("the only adapter, {}, is a software renderer", gpu.adapter()), adapter)
+            }
+            (None, Ok(gpu)) => {
+                let reason = match largest {
+                    Some(n) => format!("{} and the largest graph has {n} nodes", gpu.adapter()),
+                    None => gpu.adapter().to_string(),
+                };
+                on(gpu, reason)
+            }
+        },
+    }
+}
+
 /// Memories ready for queries on one backend.
 pub struct Engine {
     memories: Vec<Memory>,
@@ -85,63 +134,22 @@ impl std::fmt::Debug for Engine {
 }
 
 impl Engine {
-    /// Chooses the backend as `config` says and uploads the graphs when it is the GPU.
-    /// `auto` takes the GPU only when there is a hardware adapter, the largest graph has at
-    /// least `min_nodes` nodes and the settings fit the kernels; `gpu` makes each of those an
-    /// error.
+    /// Chooses the backend as `config` says ([`choose`]) and uploads the graphs when it is the
+    /// GPU; under `auto` a failed upload leaves the engine on the CPU, saying why.
     pub fn new(memories: Vec<Memory>, config: &GpuConfig) -> Result<Engine> {
         let largest = memories.iter().map(|m| m.graph().node_count()).max().unwrap_or(0);
-        let cpu = |reason: String, adapter: Option<AdapterDescription>| Engine {
-            memories: Vec::new(),
-            ranker: None,
-            choice: Choice { backend: Backend::Cpu, reason, adapter },
-        };
-        let unsupported = memories.first().and_then(|m| m.rank_settings(Mode::Synapse)).and_then(|s| s.check().err());
-        let mut engine = match config.backend {
-            Backend::Cpu => cpu("--backend cpu".into(), None),
-            Backend::Gpu => {
-                if let Some(e) = unsupported {
-                    return Err(e);
-                }
-                let gpu = Gpu::new().map_err(|e| Error::Gpu(format!("--backend gpu: {e}")))?;
-                let reason = format!("--backend gpu on {}", gpu.adapter());
-                return Engine::on_gpu(memories, gpu, reason);
+        let retrieve = memories.first().map(|m| m.config().clone()).unwrap_or_default();
+        let (gpu, choice) = choose(config, &retrieve, Some(largest))?;
+        let Some(gpu) = gpu else { return Ok(Engine { memories, ranker: None, choice }) };
+        match upload(&memories, &gpu) {
+            Ok(corpus) => Ok(Engine::with_corpus(memories, corpus, &gpu, choice.reason)),
+            Err(e) if config.backend == Backend::Gpu => Err(e),
+            Err(e) => {
+                let reason = format!("uploading the graphs to {} failed: {e}", gpu.adapter());
+                let choice = Choice { backend: Backend::Cpu, reason, adapter: Some(gpu.adapter().clone()) };
+                Ok(Engine { memories, ranker: None, choice })
             }
-            Backend::Auto if memories.is_empty() => cpu("no memory to search".into(), None),
-            Backend::Auto if largest < config.min_nodes => cpu(
-                format!(
-                    "the largest graph has {largest} nodes, under the {} where the GPU starts to win (gpu.min_nodes)",
-                    config.min_nodes
-                ),
-                None,
-            ),
-            Backend::Auto if unsupported.is_some() => cpu(
-                format!(
-                    "settings the kernels do not run: {}",
-                    unsupported.as_ref().map(ToString::to_string).unwrap_or_default()
-                ),
-                None,
-            ),
-            Backend::Auto => match Gpu::new() {
-                Err(e) => cpu(format!("{e}"), None),
-                Ok(gpu) if gpu.adapter().software => cpu(
-                    format!("the only adapter, {}, is a software renderer", gpu.adapter()),
-                    Some(gpu.adapter().clone()),
-                ),
-                Ok(gpu) => match upload(&memories, &gpu) {
-                    Ok(corpus) => {
-                        let reason = format!("{} and the largest graph has {largest} nodes", gpu.adapter());
-                        return Ok(Engine::with_corpus(memories, corpus, &gpu, reason));
-                    }
-                    Err(e) => cpu(
-                        format!("uploading the graphs to {} failed: {e}", gpu.adapter()),
-                        Some(gpu.adapter().clone()),
-                    ),
-                },
-            },
-        };
-        engine.memories = memories;
-        Ok(engine)
+        }
     }
 
     /// On `gpu`, whatever the sizes. The memories must share one retrieval config (a batch

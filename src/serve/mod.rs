@@ -32,11 +32,10 @@ use crate::config::Config;
 use crate::conversation::SourceFormat;
 use crate::embed::{EMBEDDING_DIM, Embedder};
 use crate::error::{Error, Result};
-use crate::gpu::{AdapterDescription, Backend, Gpu};
 use crate::graph::{GraphBuilder, labels_of};
 use crate::ingest::pipeline::stored_memory;
-use crate::retrieve::engine::Choice;
-use crate::retrieve::{Memory, Mode, Retrieval};
+use crate::retrieve::engine::{Choice, choose};
+use crate::retrieve::{Memory, Retrieval};
 use crate::store::{ConversationSummary, Episode, HistoryEvent, Store, Table};
 use searcher::{Msg, Search, Searcher};
 
@@ -303,7 +302,9 @@ impl Service {
             }
             scopes.insert(c.id.clone(), Arc::new(memory));
         }
-        let (gpu, backend) = choose_backend(&config)?;
+        // No size rule: scopes grow while the server runs, and every batch the GPU ranks leaves
+        // the cores to the embedder.
+        let (gpu, backend) = choose(&config.gpu, &config.retrieve, None)?;
         let counters = Arc::new(Counters::default());
         let searcher = Searcher::start(embedder.clone(), gpu, &scopes, config.serve.max_batch, counters.clone())?;
         let inner = Arc::new(Inner {
@@ -433,44 +434,6 @@ impl Service {
             return Err(unknown(id));
         }
         Ok(events)
-    }
-}
-
-/// The GPU the search thread ranks on, if any, and why. `auto` takes a hardware adapter
-/// whatever the scopes' sizes: scopes grow while the server runs, and every batch the GPU ranks
-/// leaves the cores to the embedder. `gpu` makes a missing adapter or settings the kernels do
-/// not run an error.
-fn choose_backend(config: &Config) -> Result<(Option<Gpu>, Choice)> {
-    let unsupported = config.retrieve.rank_settings(Mode::Synapse).and_then(|s| s.check().err());
-    let cpu = |reason: String, adapter: Option<AdapterDescription>| {
-        Ok((None, Choice { backend: Backend::Cpu, reason, adapter }))
-    };
-    let gpu = |gpu: Gpu, reason: String| {
-        let adapter = Some(gpu.adapter().clone());
-        Ok((Some(gpu), Choice { backend: Backend::Gpu, reason, adapter }))
-    };
-    match config.gpu.backend {
-        Backend::Cpu => cpu("--backend cpu".into(), None),
-        Backend::Gpu => {
-            if let Some(e) = unsupported {
-                return Err(e);
-            }
-            let g = Gpu::new().map_err(|e| Error::Gpu(format!("--backend gpu: {e}")))?;
-            let reason = format!("--backend gpu on {}", g.adapter());
-            gpu(g, reason)
-        }
-        Backend::Auto => match (unsupported, Gpu::new()) {
-            (Some(e), _) => cpu(format!("settings the kernels do not run: {e}"), None),
-            (None, Err(e)) => cpu(e.to_string(), None),
-            (None, Ok(g)) if g.adapter().software => {
-                let adapter = Some(g.adapter().clone());
-                cpu(format!("the only adapter, {}, is a software renderer", g.adapter()), adapter)
-            }
-            (None, Ok(g)) => {
-                let reason = format!("{}", g.adapter());
-                gpu(g, reason)
-            }
-        },
     }
 }
 
