@@ -21,8 +21,8 @@ trap 'rm -rf "$TMP"' EXIT
   echo
   echo "Binary: \`$BIN\`; $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p' | head -1); $(date -u +%Y-%m-%dT%H:%MZ)"
   echo
-  echo "| input | conversations | turns | questions | embedding s | turns/s | total s | peak RSS MiB | store MiB |"
-  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+  echo "| input | conversations | turns | episodes | questions | embedding s | episodes/s | total s | peak RSS MiB | store MiB |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 } > "$OUT/summary.md"
 for input in locomo/locomo10-dev.json beam/100K; do
   store="$TMP/store-$(echo "$input" | tr '/.' '__')"
@@ -39,8 +39,8 @@ PY
   python3 - "$OUT/raw.jsonl" >> "$OUT/summary.md" <<'PY'
 import json, sys
 s = [json.loads(l) for l in open(sys.argv[1])][-1]
-print(f"| {s['input']} | {s['conversations']} | {s['turns']} | {s['questions']} | {s['embed_seconds']:.1f} | "
-      f"{s['turns_per_second']:.1f} | {s['seconds']:.1f} | {s['peak_rss_kib']/1024:.0f} | {s['store_bytes']/2**20:.1f} |")
+print(f"| {s['input']} | {s['conversations']} | {s['turns']} | {s['episodes']} | {s['questions']} | {s['embed_seconds']:.1f} | "
+      f"{s['episodes_per_second']:.1f} | {s['seconds']:.1f} | {s['peak_rss_kib']/1024:.0f} | {s['store_bytes']/2**20:.1f} |")
 PY
 done
 cat "$OUT/summary.md"

@@ -74,6 +74,10 @@ pub struct IngestConfig {
     pub max_turn_bytes: usize,
     /// Turns embedded and appended per Lance write (default 2048): memory is bounded by this.
     pub chunk_turns: usize,
+    /// Longest passage in word pieces (default 254: the model's 256 less [CLS] and [SEP]). A
+    /// longer turn is cut into passages that keep its id (`<id>`, `<id>#1`, `<id>#2`, …), so
+    /// nothing of it is lost to truncation; 0 keeps every turn whole (truncated when embedded).
+    pub passage_pieces: usize,
 }
 
 impl Default for IngestConfig {
@@ -81,6 +85,7 @@ impl Default for IngestConfig {
         IngestConfig {
             max_turn_bytes: crate::ingest::DEFAULT_MAX_TURN_BYTES,
             chunk_turns: crate::ingest::pipeline::DEFAULT_CHUNK_TURNS,
+            passage_pieces: crate::embed::DEFAULT_MAX_SEQ_LEN - 2,
         }
     }
 }

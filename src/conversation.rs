@@ -106,6 +106,18 @@ pub fn embedding_text(text: &str, image_caption: Option<&str>) -> String {
     }
 }
 
+/// What separates a turn's id from a passage number: a turn cut into passages keeps its id on
+/// the first (`42`) and numbers the others (`42#1`, `42#2`).
+pub const PASSAGE_MARK: char = '#';
+
+/// The id of the turn a passage came from (the id itself for a whole turn).
+pub fn turn_of(id: &str) -> &str {
+    match id.rsplit_once(PASSAGE_MARK) {
+        Some((turn, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => turn,
+        _ => id,
+    }
+}
+
 /// A benchmark question with its gold evidence.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Question {

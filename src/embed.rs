@@ -128,6 +128,8 @@ fn check_model_dir(dir: &Path) -> Result<()> {
 pub struct Embedder {
     model: BertModel,
     tokenizer: Tokenizer,
+    /// The same tokenizer without truncation, with offsets: cuts long texts into passages.
+    splitter: Tokenizer,
     device: Device,
     batch_size: usize,
     dir: PathBuf,
@@ -181,6 +183,8 @@ impl Embedder {
             }))
             .map_err(|e| Error::Tokenizer(e.to_string()))?;
         tokenizer.with_padding(None);
+        let mut splitter = tokenizer.clone();
+        splitter.with_truncation(None).map_err(|e| Error::Tokenizer(e.to_string()))?;
         let device = Device::Cpu;
         let weights = dir.join("model.safetensors");
         // SAFETY: the file is memory-mapped read-only; it must not be modified while the model
@@ -197,7 +201,7 @@ impl Embedder {
             .thread_name(|i| format!("myelin-embed-{i}"))
             .build()
             .map_err(|e| Error::Model(format!("cannot start {threads} embedding threads: {e}")))?;
-        Ok(Embedder { model, tokenizer, device, batch_size: config.batch_size, dir, pool })
+        Ok(Embedder { model, tokenizer, splitter, device, batch_size: config.batch_size, dir, pool })
     }
 
     /// Batches embedded in parallel (the size of the embedder's thread pool).
@@ -255,6 +259,62 @@ impl Embedder {
     pub fn token_count(&self, text: &str) -> Result<usize> {
         let enc = self.tokenizer.encode_fast(text, true).map_err(|e| Error::Tokenizer(e.to_string()))?;
         Ok(enc.get_ids().len())
+    }
+
+    /// Word pieces of `text` without truncation, [CLS] and [SEP] not counted.
+    pub fn word_pieces(&self, text: &str) -> Result<usize> {
+        let enc = self.splitter.encode_fast(text, false).map_err(|e| Error::Tokenizer(e.to_string()))?;
+        Ok(enc.get_ids().len())
+    }
+
+    /// `text` cut into passages of at most `max_pieces` word pieces each ([CLS] and [SEP] not
+    /// counted), so that embedding loses nothing of a long text to truncation. A cut falls at
+    /// whitespace: after the last sentence or line end (`.`, `!`, `?`, a newline) in the second
+    /// half of a passage where there is one, else before the last whole word that fits (a word longer than a
+    /// passage is cut inside). A text that fits is one passage.
+    pub fn passages(&self, text: &str, max_pieces: usize) -> Result<Vec<String>> {
+        let max = max_pieces.max(1);
+        // A word piece covers at least one byte: a text this short fits.
+        if text.len() <= max {
+            return Ok(vec![text.to_string()]);
+        }
+        let enc = self.splitter.encode(text, false).map_err(|e| Error::Tokenizer(e.to_string()))?;
+        let (offsets, tokens) = (enc.get_offsets(), enc.get_tokens());
+        let n = offsets.len();
+        if n <= max {
+            return Ok(vec![text.to_string()]);
+        }
+        // A cut before piece k keeps whitespace-separated words whole when whitespace precedes it.
+        let spaced = |k: usize| offsets[k].0 > offsets[k - 1].1;
+        let mut out = Vec::with_capacity(n.div_ceil(max));
+        let mut start = 0;
+        while start < n {
+            let mut end = (start + max).min(n);
+            if end < n {
+                let line_end =
+                    |k: usize| text.get(offsets[k].1..offsets[k + 1].0).is_some_and(|gap| gap.contains('\n'));
+                let sentence = (start + max / 2..end)
+                    .rev()
+                    .find(|&k| (matches!(tokens[k].as_str(), "." | "!" | "?") && spaced(k + 1)) || line_end(k));
+                end = match sentence {
+                    Some(k) => k + 1,
+                    // Else the last word start; a single word longer than a passage is cut anyway.
+                    None => (start + 1..=end).rev().find(|&k| spaced(k)).unwrap_or(end),
+                };
+            }
+            let to = if end < n { offsets[end].0 } else { text.len() };
+            let piece = text
+                .get(offsets[start].0..to)
+                .ok_or_else(|| {
+                    Error::Tokenizer(format!("offsets {}..{to} are not on character boundaries", offsets[start].0))
+                })?
+                .trim();
+            if !piece.is_empty() {
+                out.push(piece.to_string());
+            }
+            start = end;
+        }
+        Ok(out)
     }
 
     /// One forward pass over sequences of token ids; returns pooled, normalised rows.

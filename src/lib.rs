@@ -17,6 +17,7 @@ pub mod gpu;
 pub mod graph;
 pub mod ingest;
 pub mod retrieve;
+pub mod scale;
 pub mod serve;
 pub mod store;
 

@@ -219,6 +219,29 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Build a history of a given size: a BEAM conversation with its questions placed among
+    /// real BEAM-10M text, ids shifted so its evidence stays valid; writes a BEAM conversation
+    /// directory (plans of about --plan-tokens) that ingest and eval read like any other.
+    ScaleHistory {
+        /// The BEAM conversation directory (chat.json and probing_questions.json).
+        conversation: PathBuf,
+        /// Tokens of history (all-MiniLM-L6-v2 word pieces of the messages), e.g. 1000000.
+        #[arg(long)]
+        tokens: usize,
+        /// Where to write it.
+        #[arg(long)]
+        out: PathBuf,
+        /// BEAM conversations (single chat or plans) whose text fills the history
+        /// [default: $MYELIN_DATASETS/beam/10M-plans].
+        #[arg(long)]
+        filler: Option<PathBuf>,
+        /// Tokens per plan file written.
+        #[arg(long, default_value_t = 1_000_000)]
+        plan_tokens: usize,
+        /// Model directory (its tokenizer counts tokens).
+        #[arg(long)]
+        model_dir: Option<PathBuf>,
+    },
     /// Time the embedder on a file of sentences (one per line).
     EmbedBench {
         /// Sentences, one per line.
@@ -314,6 +337,10 @@ struct IngestFlags {
     /// Turns per embed-and-append chunk [config: ingest.chunk_turns, default 2048].
     #[arg(long)]
     chunk_turns: Option<usize>,
+    /// Longest passage in word pieces; longer turns are cut, keeping their id; 0 = never cut
+    /// [config: ingest.passage_pieces, default 254].
+    #[arg(long)]
+    passage_pieces: Option<usize>,
 }
 
 /// Retrieval parameters; each overrides its `[retrieve]` / `[retrieve.activation]` config key.
@@ -667,6 +694,31 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             };
             runtime.block_on(bench(&config, args, cli.quiet))?;
         }
+        Command::ScaleHistory { conversation, tokens, out, filler, plan_tokens, model_dir } => {
+            let filler = match filler {
+                Some(f) => f,
+                None => std::env::var_os("MYELIN_DATASETS")
+                    .map(|d| PathBuf::from(d).join("beam/10M-plans"))
+                    .context("--filler not given and $MYELIN_DATASETS not set")?,
+            };
+            if model_dir.is_some() {
+                config.embed.model_dir = model_dir;
+            }
+            let embedder = Embedder::load(&config.embed)?;
+            let t0 = Instant::now();
+            let r = myelin::scale::build(&conversation, tokens, &filler, plan_tokens, &out, &embedder)?;
+            println!(
+                "{}: {} tokens ({} of them the conversation's), {} messages in {} batches, {} plans, {} filler files, {:.1} s",
+                out.display(),
+                r.tokens,
+                r.conversation_tokens,
+                r.messages,
+                r.batches,
+                r.plans,
+                r.filler.len(),
+                t0.elapsed().as_secs_f64()
+            );
+        }
         Command::EmbedBench { sentences, batch_size, repeat, json } => {
             if let Some(b) = batch_size {
                 config.embed.batch_size = b;
@@ -686,6 +738,9 @@ fn apply_ingest_flags(config: &mut Config, flags: &IngestFlags) {
     }
     if let Some(c) = flags.chunk_turns {
         config.ingest.chunk_turns = c;
+    }
+    if let Some(p) = flags.passage_pieces {
+        config.ingest.passage_pieces = p;
     }
 }
 
@@ -743,7 +798,8 @@ fn print_ingest(s: &IngestSummary, json: bool) -> anyhow::Result<()> {
     t.load_preset(UTF8_FULL_CONDENSED);
     t.set_header(vec!["ingest", "value"]);
     t.add_row(vec!["conversations".to_string(), format!("{} ({} replaced)", s.conversations, s.replaced)]);
-    t.add_row(vec!["turns".to_string(), s.turns.to_string()]);
+    t.add_row(vec!["turns".to_string(), format!("{} ({} cut into passages)", s.turns, s.split_turns)]);
+    t.add_row(vec!["episodes stored".to_string(), s.episodes.to_string()]);
     t.add_row(vec!["questions".to_string(), s.questions.to_string()]);
     t.add_row(vec!["evidence ids repaired".to_string(), s.repaired_evidence.to_string()]);
     let mut unresolved = s.unresolved_evidence.to_string();
@@ -757,7 +813,10 @@ fn print_ingest(s: &IngestSummary, json: bool) -> anyhow::Result<()> {
         );
     }
     t.add_row(vec!["evidence ids unresolved".to_string(), unresolved]);
-    t.add_row(vec!["embedding".to_string(), format!("{:.1} s, {:.1} turns/s", s.embed_seconds, s.turns_per_second)]);
+    t.add_row(vec![
+        "embedding".to_string(),
+        format!("{:.1} s, {:.1} episodes/s", s.embed_seconds, s.episodes_per_second),
+    ]);
     t.add_row(vec![
         "memory graph".to_string(),
         format!("{} concepts, {} edges, {:.1} s", s.concepts, s.edges, s.graph_seconds),

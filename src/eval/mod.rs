@@ -14,6 +14,7 @@ use std::time::Instant;
 use indicatif::ProgressBar;
 use serde::Serialize;
 
+use crate::conversation::turn_of;
 use crate::embed::Embedder;
 use crate::error::{Error, Result};
 use crate::gnn::FeatureSet;
@@ -228,12 +229,16 @@ pub struct Loaded {
     pub questions: Vec<Labelled>,
     /// Tokens of each conversation's episodes.
     pub tokens: Vec<Vec<usize>>,
+    /// For each conversation, each episode's turn: the episode that holds the turn's first
+    /// passage (itself for a whole turn). Evidence names turns, so a retrieved passage counts
+    /// for its turn.
+    pub turns: Vec<Vec<u32>>,
     /// Query embedding time per question, ms.
     pub embed_ms: Vec<f64>,
 }
 
 /// Loads `conversations` of `store` (their graphs must exist) as memories and embeds their
-/// questions, resolving gold evidence turn ids to episodes.
+/// questions, resolving gold evidence turn ids to episodes (the first passage of each turn).
 pub async fn load(
     store: &Store,
     dataset: &str,
@@ -242,7 +247,13 @@ pub async fn load(
     config: &RetrieveConfig,
     progress: &ProgressBar,
 ) -> Result<Loaded> {
-    let mut loaded = Loaded { memories: Vec::new(), questions: Vec::new(), tokens: Vec::new(), embed_ms: Vec::new() };
+    let mut loaded = Loaded {
+        memories: Vec::new(),
+        questions: Vec::new(),
+        tokens: Vec::new(),
+        turns: Vec::new(),
+        embed_ms: Vec::new(),
+    };
     let mut analyzer = Analyzer::new()?;
     let mut all_questions = Vec::with_capacity(conversations.len());
     for id in conversations {
@@ -259,6 +270,12 @@ pub async fn load(
             .iter()
             .map(|q| q.evidence.iter().filter_map(|e| position.get(e.as_str()).copied()).collect())
             .collect();
+        let turns: Vec<u32> = episodes
+            .iter()
+            .enumerate()
+            .map(|(i, e)| position.get(turn_of(&e.turn_id)).copied().unwrap_or(i as u32))
+            .collect();
+        loaded.turns.push(turns);
         let texts: Vec<String> = episodes.iter().map(|e| e.embedding_text()).collect();
         loaded.tokens.push(texts.iter().map(|t| embedder.token_count(t)).collect::<Result<_>>()?);
         drop(position);
@@ -296,12 +313,15 @@ pub fn training_examples(loaded: &Loaded, set: FeatureSet) -> Result<Vec<Example
             let memory = &loaded.memories[q.memory];
             let r = memory.retrieve(&q.query, Mode::Synapse)?;
             let (candidates, embeddings) = memory.gnn_input(&q.query, &r);
+            // Every passage of a gold turn is relevant.
+            let turns = &loaded.turns[q.memory];
+            let gold: Vec<u32> = (0..turns.len() as u32).filter(|&e| q.gold.contains(&turns[e as usize])).collect();
             Example::new(
                 set,
                 &candidates,
                 &q.query.embedding,
                 &embeddings,
-                &q.gold,
+                &gold,
                 memory.conversation(),
                 &q.group,
                 memory.cold_start(),
@@ -327,7 +347,7 @@ pub async fn evaluate(
     if options.modes.is_empty() {
         return Err(Error::InvalidArgument("no retrieval mode to evaluate".into()));
     }
-    let Loaded { memories, questions, tokens: tokens_of, mut embed_ms } =
+    let Loaded { memories, questions, tokens: tokens_of, turns: turn_of_episode, mut embed_ms } =
         load(store, dataset, conversations, embedder, config, progress).await?;
     let mut items: Vec<Item> = Vec::with_capacity(questions.len());
     let mut requests: Vec<(usize, Query)> = Vec::with_capacity(questions.len());
@@ -363,8 +383,9 @@ pub async fn evaluate(
     let mut batched = BTreeMap::new();
     for &mode in &options.modes {
         let outcome = |m: usize, r: &Retrieval, millis: f64| {
-            let ranked: Vec<u32> = r.hits.iter().map(|h| h.episode).collect();
-            let tokens = ranked.iter().map(|&e| tokens_of[m][e as usize]).sum();
+            let tokens = r.hits.iter().map(|h| tokens_of[m][h.episode as usize]).sum();
+            // Ranked by turn: a passage stands for the turn evidence names.
+            let ranked: Vec<u32> = r.hits.iter().map(|h| turn_of_episode[m][h.episode as usize]).collect();
             Outcome { ranked, confidence: r.confidence as f64, millis, tokens }
         };
         if engine.choice().backend == Backend::Gpu && mode.is_synapse() && !refs.is_empty() {
@@ -491,11 +512,16 @@ fn group_report(items: &[&Item], m: usize, top_k: usize) -> GroupReport {
     let mut hit_10 = 0.0;
     for item in items {
         let ranked = &item.outcomes[m].ranked;
-        let mut found = 0usize;
+        // Each gold turn counts once, however many of its passages are returned.
+        let mut found: Vec<u32> = Vec::new();
         for (k, slot) in curve.iter_mut().enumerate() {
-            if ranked.get(k).is_some_and(|e| item.gold.contains(e)) {
-                found += 1;
+            if let Some(e) = ranked.get(k)
+                && item.gold.contains(e)
+                && !found.contains(e)
+            {
+                found.push(*e);
             }
+            let found = found.len();
             *slot += found as f64 / item.gold.len() as f64;
         }
         if ranked.iter().take(10).any(|e| item.gold.contains(e)) {
@@ -585,6 +611,15 @@ mod tests {
         assert_eq!(r.recall_5, 0.25);
         assert_eq!(r.recall_10, 0.5);
         assert_eq!(r.hit_10, 0.5);
+    }
+
+    #[test]
+    fn a_turn_returned_as_several_passages_counts_once() {
+        // Turn 3's passages are ranked 1st and 2nd (both mapped to 3); turn 7 never.
+        let a = item(false, vec![3, 7], vec![3, 3, 1, 2], 0.5);
+        let r = group_report(&[&a], 0, 4);
+        assert_eq!(r.recall_curve, vec![0.5, 0.5, 0.5, 0.5]);
+        assert_eq!(r.hit_10, 1.0);
     }
 
     #[test]

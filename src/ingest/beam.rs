@@ -1,17 +1,20 @@
 //! The BEAM layout: one directory per conversation, holding `chat.json` and, optionally,
-//! `probing_questions.json`.
+//! `probing_questions.json`. The BEAM-10M layout is the same with the chat split into plans:
+//! `plan-0/chat.json`, `plan-1/chat.json`, … beside the questions; message ids restart at 0
+//! in every plan and continue across plans in the conversation (the ids the questions name),
+//! so plan p's ids are shifted by the messages of the plans before it.
 //!
 //! `chat.json` is a list of batches `{batch_number, time_anchor, turns}`, where `turns` is a list
 //! of lists of messages `{role, id, content, time_anchor?}`; `id` (an integer, or a numeric
-//! string in some published files) counts messages across the conversation. A batch becomes a
-//! [`Session`]; a message becomes a [`Turn`] dated by the latest time anchor seen so far.
-//! `probing_questions.json` maps each memory ability to a list of questions whose
+//! string in some published files) counts messages across the conversation (the plan). A batch
+//! becomes a [`Session`]; a message becomes a [`Turn`] dated by the latest time anchor seen so
+//! far. `probing_questions.json` maps each memory ability to a list of questions whose
 //! `source_chat_ids` (null, integers, numeric strings, nested lists or objects of lists) name the
 //! evidence messages.
 
 use std::collections::HashMap;
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
@@ -30,6 +33,34 @@ pub const CHAT_FILE: &str = "chat.json";
 
 /// The optional file of questions beside it.
 pub const QUESTIONS_FILE: &str = "probing_questions.json";
+
+/// The prefix of a plan directory in the BEAM-10M layout (`plan-0`, `plan-1`, …).
+pub const PLAN_PREFIX: &str = "plan-";
+
+/// The chat files of the conversation in `dir`, in order: its `chat.json`, or its plans'
+/// (`plan-<n>/chat.json`, by plan number, when every subdirectory with a chat is a plan).
+/// `None` when it holds neither.
+pub fn chat_files(dir: &Path) -> Option<Vec<PathBuf>> {
+    let single = dir.join(CHAT_FILE);
+    if single.is_file() {
+        return Some(vec![single]);
+    }
+    // Plans only when every subdirectory holding a chat is a plan: otherwise `dir` is a folder
+    // of conversations (some of which may be named like plans).
+    let mut plans: Vec<(Option<u64>, PathBuf)> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .map(|e| {
+            (e.file_name().to_str().and_then(|n| n.strip_prefix(PLAN_PREFIX)?.parse().ok()), e.path().join(CHAT_FILE))
+        })
+        .filter(|(_, chat)| chat.is_file())
+        .collect();
+    if plans.is_empty() || plans.iter().any(|(n, _)| n.is_none()) {
+        return None;
+    }
+    plans.sort();
+    Some(plans.into_iter().map(|(_, p)| p).collect())
+}
 
 /// The ability whose questions have no answer in the conversation.
 pub const ABSTENTION: &str = "abstention";
@@ -51,11 +82,19 @@ pub fn conversation_id(dir: &Path) -> String {
 /// Loads one BEAM conversation directory.
 pub fn load_dir(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
     let id = conversation_id(dir);
-    let chat_path = dir.join(CHAT_FILE);
-    let batches: Vec<RawBatch> = parse_json(&read_text(&chat_path)?, &chat_path)?;
-    let sessions = sessions(&id, batches, &chat_path)?;
-    check_conversation(&chat_path, &id, &sessions, opts)?;
-    let mut loaded = Loaded { files: vec![chat_path], ..Loaded::default() };
+    let files = chat_files(dir).ok_or_else(|| Error::UnknownFormat {
+        path: dir.to_path_buf(),
+        message: format!("no {CHAT_FILE} and no {PLAN_PREFIX}<n>/{CHAT_FILE}"),
+    })?;
+    let mut sessions = Vec::new();
+    let mut next = Next::default();
+    for chat_path in &files {
+        let batches: Vec<RawBatch> = parse_json(&read_text(chat_path)?, chat_path)?;
+        sessions.extend(plan_sessions(&id, batches, chat_path, &mut next)?);
+    }
+    let checked = if files.len() == 1 { files[0].clone() } else { dir.to_path_buf() };
+    check_conversation(&checked, &id, &sessions, opts)?;
+    let mut loaded = Loaded { files, ..Loaded::default() };
 
     let questions_path = dir.join(QUESTIONS_FILE);
     let mut questions = Vec::new();
@@ -99,8 +138,20 @@ pub fn load_dir(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
     Ok(loaded)
 }
 
-/// Batches → sessions, dating each message by the latest anchor seen so far.
-fn sessions(id: &str, batches: Vec<RawBatch>, path: &Path) -> Result<Vec<Session>> {
+/// Where the next plan of a conversation starts: its first message id, position and session
+/// number, and the time anchor carried over.
+#[derive(Debug, Default)]
+struct Next {
+    id: u64,
+    position: u32,
+    session: u32,
+    anchor: Option<DateTime<Utc>>,
+}
+
+/// One plan's batches → sessions, dating each message by the latest anchor seen so far (in
+/// this plan or the ones before). Message ids are shifted by `next.id`, sessions numbered on
+/// from `next.session`, positions from `next.position`; `next` then points past this plan.
+fn plan_sessions(id: &str, batches: Vec<RawBatch>, path: &Path, next: &mut Next) -> Result<Vec<Session>> {
     let anchor = |text: &str, place: String| -> Result<Option<DateTime<Utc>>> {
         if text.trim().is_empty() {
             return Ok(None);
@@ -116,12 +167,15 @@ fn sessions(id: &str, batches: Vec<RawBatch>, path: &Path) -> Result<Vec<Session
             )
         })
     };
-    let mut current: Option<DateTime<Utc>> = None;
-    let mut position: u32 = 0;
+    let mut current = next.anchor;
+    let mut position = next.position;
+    let mut top_id = None;
     let mut out = Vec::with_capacity(batches.len());
     for (b, batch) in batches.into_iter().enumerate() {
         let index = u32::try_from(batch.batch_number.0)
-            .map_err(|_| Error::format(path, format!("[{b}].batch_number"), "batch number too large"))?;
+            .ok()
+            .and_then(|n| n.checked_add(next.session))
+            .ok_or_else(|| Error::format(path, format!("[{b}].batch_number"), "batch number too large"))?;
         let batch_anchor = match &batch.time_anchor {
             Some(text) => anchor(text, format!("[{b}].time_anchor"))?,
             None => None,
@@ -138,8 +192,13 @@ fn sessions(id: &str, batches: Vec<RawBatch>, path: &Path) -> Result<Vec<Session
                     current = Some(at);
                     first_message_anchor = first_message_anchor.or(Some(at));
                 }
+                let shifted =
+                    message.id.0.checked_add(next.id).ok_or_else(|| {
+                        Error::format(path, format!("[{b}].turns[{g}][{m}].id"), "message id too large")
+                    })?;
+                top_id = top_id.max(Some(shifted));
                 turns.push(Turn {
-                    id: message.id.0.to_string(),
+                    id: shifted.to_string(),
                     speaker: message.role,
                     text: message.content,
                     image_caption: None,
@@ -153,6 +212,12 @@ fn sessions(id: &str, batches: Vec<RawBatch>, path: &Path) -> Result<Vec<Session
         }
         out.push(Session { index, date: batch_anchor.or(first_message_anchor).or(carried), turns });
     }
+    *next = Next {
+        id: top_id.map_or(next.id, |t| t + 1),
+        position,
+        session: out.iter().map(|s| s.index).max().unwrap_or(next.session),
+        anchor: current,
+    };
     Ok(out)
 }
 
@@ -404,6 +469,46 @@ mod tests {
 
     fn load(dir: &Path) -> Result<Loaded> {
         load_dir(dir, &LoadOptions::default())
+    }
+
+    #[test]
+    fn plans_continue_ids_positions_sessions_and_time() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("10M").join("4");
+        for (p, chat) in [
+            (0, chat()),
+            (
+                1,
+                json!([{"batch_number": 1, "turns": [[
+                    {"role": "user", "id": 0, "content": "later"},
+                    {"role": "assistant", "id": 1, "content": "much later", "time_anchor": "May-02-2024"}
+                ]]}]),
+            ),
+        ] {
+            fs::create_dir_all(dir.join(format!("plan-{p}"))).unwrap();
+            fs::write(dir.join(format!("plan-{p}")).join(CHAT_FILE), chat.to_string()).unwrap();
+        }
+        // plan-10 sorts after plan-1 and plan-2 by number, not by name; here it is absent.
+        let questions = r#"{"information_extraction": [{"question": "q", "answer": "a", "source_chat_ids": [5, 1]}]}"#;
+        fs::write(dir.join(QUESTIONS_FILE), questions).unwrap();
+        assert_eq!(chat_files(&dir).unwrap().len(), 2);
+        let loaded = load(&dir).unwrap();
+        let c = &loaded.conversations[0];
+        assert_eq!(c.id, "beam-10M-4");
+        let turns: Vec<(&str, u32, &str)> = c.turns().map(|t| (t.id.as_str(), t.position, t.text.as_str())).collect();
+        assert_eq!(turns[4], ("4", 4, "later"));
+        assert_eq!(turns[5], ("5", 5, "much later"));
+        let sessions: Vec<u32> = c.sessions.iter().map(|s| s.index).collect();
+        assert_eq!(sessions, [1, 2, 3]);
+        // The last anchor of plan 0 dates plan 1's first message.
+        assert_eq!(c.sessions[2].turns[0].timestamp, date(2024, 4, 3));
+        assert_eq!(c.sessions[2].turns[1].timestamp, date(2024, 5, 2));
+        assert_eq!(c.questions[0].evidence, ["5", "1"]);
+        // Detected as one conversation, from the directory or from the folder above it.
+        assert_eq!(crate::ingest::load_path(&dir, &LoadOptions::default()).unwrap().conversations.len(), 1);
+        let above = crate::ingest::load_path(dir.parent().unwrap(), &LoadOptions::default()).unwrap();
+        assert_eq!(above.conversations.len(), 1);
+        assert_eq!(above.conversations[0].turn_count(), 6);
     }
 
     #[test]

@@ -85,7 +85,7 @@ impl Loaded {
 enum Layout {
     /// A LoCoMo file.
     LocomoFile,
-    /// One BEAM conversation directory.
+    /// One BEAM conversation directory (`chat.json`, or BEAM-10M plans `plan-<n>/chat.json`).
     BeamDir(PathBuf),
     /// A directory of BEAM conversation directories, in load order.
     BeamDirs(Vec<PathBuf>),
@@ -135,19 +135,22 @@ fn layout(path: &Path) -> Result<Layout> {
     if !meta.is_dir() {
         return Err(unknown(path, "neither a file nor a directory"));
     }
-    if path.join(beam::CHAT_FILE).is_file() {
+    if beam::chat_files(path).is_some() {
         return Ok(Layout::BeamDir(path.to_path_buf()));
     }
     let mut dirs = Vec::new();
     for entry in fs::read_dir(path).map_err(|e| Error::io(path, e))? {
         let entry = entry.map_err(|e| Error::io(path, e))?;
         let sub = entry.path();
-        if sub.is_dir() && sub.join(beam::CHAT_FILE).is_file() {
+        if sub.is_dir() && beam::chat_files(&sub).is_some() {
             dirs.push(sub);
         }
     }
     if dirs.is_empty() {
-        return Err(unknown(path, "directory holds no chat.json, and none of its subdirectories does either"));
+        return Err(unknown(
+            path,
+            "directory holds no chat.json (nor plan-<n>/chat.json), and none of its subdirectories does either",
+        ));
     }
     dirs.sort_by(|a, b| natural_cmp(&file_name(a), &file_name(b)));
     Ok(Layout::BeamDirs(dirs))
@@ -169,7 +172,7 @@ pub(crate) fn file_name(path: &Path) -> String {
 }
 
 /// Compares names the way people number folders: runs of digits by value, the rest by text.
-fn natural_cmp(a: &str, b: &str) -> Ordering {
+pub(crate) fn natural_cmp(a: &str, b: &str) -> Ordering {
     natural_key(a).cmp(&natural_key(b)).then_with(|| a.cmp(b))
 }
 

@@ -5,6 +5,7 @@
 //! the whole run succeeds (see `store`). This file must not parse formats itself (the loaders
 //! do) nor know the on-disk schema (the store does).
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -15,7 +16,7 @@ use serde::Serialize;
 
 use super::{Loaded, load_path};
 use crate::config::{Config, IngestConfig};
-use crate::conversation::{Conversation, Turn};
+use crate::conversation::{Conversation, PASSAGE_MARK, Session, Turn, turn_of};
 use crate::embed::{EMBEDDING_DIM, Embedder};
 use crate::error::{Error, Result};
 use crate::graph::{Graph, GraphConfig, build_graph};
@@ -34,8 +35,12 @@ pub struct IngestSummary {
     pub conversations: usize,
     /// Of those, how many replaced a conversation already in the store.
     pub replaced: usize,
-    /// Turns embedded and stored.
+    /// Turns read.
     pub turns: usize,
+    /// Of those, how many were cut into passages (`ingest.passage_pieces`).
+    pub split_turns: usize,
+    /// Episodes embedded and stored: whole turns and passages.
+    pub episodes: usize,
     /// Questions stored.
     pub questions: usize,
     /// Evidence ids whose spelling was repaired and then resolved.
@@ -48,8 +53,8 @@ pub struct IngestSummary {
     pub seconds: f64,
     /// Time spent embedding, seconds.
     pub embed_seconds: f64,
-    /// Turns embedded per second of embedding time.
-    pub turns_per_second: f64,
+    /// Episodes embedded per second of embedding time.
+    pub episodes_per_second: f64,
     /// Concept nodes in the graphs built.
     pub concepts: usize,
     /// Edges in the graphs built.
@@ -140,13 +145,19 @@ pub async fn ingest_loaded(
         .collect();
     progress.set_length(total_turns as u64);
 
+    check_passages(config)?;
     let mut txn = Store::begin_write(store_root).await?;
     let existing: BTreeSet<String> = txn.base().conversations().await?.into_iter().map(|c| c.id).collect();
     let mut embed_time = Duration::ZERO;
     let mut graph_time = Duration::ZERO;
     let (mut replaced, mut questions, mut concepts, mut edges) = (0, 0, 0, 0);
-    for (conversation, source) in &pending {
-        progress.set_message(conversation.id.clone());
+    let (mut split_turns, mut episodes) = (0, 0);
+    for (whole, source) in &pending {
+        progress.set_message(whole.id.clone());
+        let (conversation, split) = passages(whole, embedder, config.ingest.passage_pieces)?;
+        let conversation = conversation.as_ref();
+        split_turns += split;
+        episodes += conversation.turn_count();
         if existing.contains(&conversation.id) {
             txn.remove_conversation(&conversation.id).await?;
             replaced += 1;
@@ -160,7 +171,7 @@ pub async fn ingest_loaded(
             let sessions: Vec<u32> = chunk.iter().map(|(s, _)| *s).collect();
             let turns: Vec<&Turn> = chunk.iter().map(|(_, t)| *t).collect();
             txn.append_episodes(&conversation.id, &sessions, &turns, &embeddings).await?;
-            progress.inc(chunk.len() as u64);
+            progress.inc(chunk.iter().filter(|(_, t)| turn_of(&t.id) == t.id).count() as u64);
         }
         let t0 = Instant::now();
         let turns: Vec<&Turn> = rows.iter().map(|(_, t)| *t).collect();
@@ -181,13 +192,15 @@ pub async fn ingest_loaded(
         conversations: pending.len(),
         replaced,
         turns: total_turns,
+        split_turns,
+        episodes,
         questions,
         repaired_evidence: repaired,
         unresolved_evidence: unresolved_ids.len(),
         unresolved_ids,
         seconds: started.elapsed().as_secs_f64(),
         embed_seconds,
-        turns_per_second: if embed_seconds > 0.0 { total_turns as f64 / embed_seconds } else { 0.0 },
+        episodes_per_second: if embed_seconds > 0.0 { episodes as f64 / embed_seconds } else { 0.0 },
         concepts,
         edges,
         graph_seconds: graph_time.as_secs_f64(),
@@ -219,9 +232,75 @@ pub async fn stored_memory(store: &Store, conversation: &str, config: &RetrieveC
     Memory::new(conversation, episodes, graph, config.clone())
 }
 
-/// A conversation's memory built in memory, without a store: its turns embedded, its graph
-/// built, exactly as `ingest` writes them. For library users, benchmarks and tests.
+/// `conversation` with every turn longer than `max_pieces` word pieces cut into passages
+/// ([`Embedder::passages`]): the first keeps the turn's id, the others are `<id>#1`, `<id>#2`,
+/// … ([`turn_of`] gives the turn back), each with the turn's speaker and time; positions are
+/// renumbered. Returns the conversation (borrowed when nothing was cut) and how many turns
+/// were cut. `max_pieces` 0 cuts nothing.
+pub fn passages<'a>(
+    conversation: &'a Conversation,
+    embedder: &Embedder,
+    max_pieces: usize,
+) -> Result<(Cow<'a, Conversation>, usize)> {
+    if max_pieces == 0 {
+        return Ok((Cow::Borrowed(conversation), 0));
+    }
+    let cut: Vec<Vec<String>> = blocking(|| {
+        use rayon::prelude::*;
+        let turns: Vec<&Turn> = conversation.turns().collect();
+        turns.par_iter().map(|t| embedder.passages(&t.text, max_pieces)).collect::<Result<Vec<_>>>()
+    })?;
+    let split = cut.iter().filter(|p| p.len() > 1).count();
+    if split == 0 {
+        return Ok((Cow::Borrowed(conversation), 0));
+    }
+    let mut out = Conversation {
+        id: conversation.id.clone(),
+        format: conversation.format,
+        sessions: Vec::with_capacity(conversation.sessions.len()),
+        questions: conversation.questions.clone(),
+    };
+    let mut pieces = cut.into_iter();
+    let mut position = 0u32;
+    for session in &conversation.sessions {
+        let mut turns = Vec::with_capacity(session.turns.len());
+        for (turn, parts) in session.turns.iter().zip(pieces.by_ref()) {
+            for (k, text) in parts.into_iter().enumerate() {
+                turns.push(Turn {
+                    id: if k == 0 { turn.id.clone() } else { format!("{}{PASSAGE_MARK}{k}", turn.id) },
+                    speaker: turn.speaker.clone(),
+                    text,
+                    image_caption: if k == 0 { turn.image_caption.clone() } else { None },
+                    timestamp: turn.timestamp,
+                    position,
+                });
+                position += 1;
+            }
+        }
+        out.sessions.push(Session { index: session.index, date: session.date, turns });
+    }
+    Ok((Cow::Owned(out), split))
+}
+
+/// Passages must fit the model with [CLS] and [SEP].
+fn check_passages(config: &Config) -> Result<()> {
+    let (p, max) = (config.ingest.passage_pieces, config.embed.max_seq_len);
+    if p + 2 > max {
+        return Err(Error::InvalidArgument(format!(
+            "ingest.passage_pieces {p} does not fit embed.max_seq_len {max} with [CLS] and [SEP] (at most {})",
+            max.saturating_sub(2)
+        )));
+    }
+    Ok(())
+}
+
+/// A conversation's memory built in memory, without a store: its turns cut into passages and
+/// embedded, its graph built, exactly as `ingest` writes them. For library users, benchmarks
+/// and tests.
 pub fn in_memory(conversation: &Conversation, embedder: &Embedder, config: &Config) -> Result<Memory> {
+    check_passages(config)?;
+    let (conversation, _) = passages(conversation, embedder, config.ingest.passage_pieces)?;
+    let conversation = conversation.as_ref();
     let turns: Vec<(u32, &Turn)> = conversation.session_turns().collect();
     let texts: Vec<_> = turns.iter().map(|(_, t)| (t.embedding_text(), t.timestamp)).collect();
     let only_texts: Vec<&str> = texts.iter().map(|(t, _)| t.as_str()).collect();

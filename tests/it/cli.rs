@@ -196,8 +196,17 @@ fn real_beam_conversation_ingests_completely() {
         .sum();
     let dir = tempfile::tempdir().expect("tempdir");
     let store = dir.path().join("store");
-    ok(&store, &["ingest", conv.to_str().expect("utf-8")]);
+    let summary: Value =
+        serde_json::from_str(&ok(&store, &["ingest", conv.to_str().expect("utf-8"), "--json"])).expect("JSON");
+    assert_eq!(summary["turns"], messages);
+    // Messages over 254 word pieces became passages: every one of them is stored.
+    let (split, episodes) = (summary["split_turns"].as_u64().expect("n"), summary["episodes"].as_u64().expect("n"));
+    assert!(split > 50 && episodes > messages + split, "{summary}");
     let s = stats(&store);
-    assert_eq!(s["conversations"][0]["turns"], messages);
+    assert_eq!(s["conversations"][0]["turns"], episodes);
     assert_eq!(s["conversations"][0]["questions"], 20);
+    // With passages off, one episode per message, as the source has them.
+    let whole = dir.path().join("whole");
+    ok(&whole, &["ingest", conv.to_str().expect("utf-8"), "--passage-pieces", "0"]);
+    assert_eq!(stats(&whole)["conversations"][0]["turns"], messages);
 }

@@ -8,5 +8,6 @@ mod embed_golden;
 mod gnn;
 mod gpu;
 mod retrieve;
+mod scale;
 mod serve;
 mod tidy;

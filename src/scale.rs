@@ -1,0 +1,274 @@
+//! Scale histories: a BEAM conversation with its questions placed among real long-history text
+//! (the plans of BEAM-10M conversations), so that its questions can be asked of a history of
+//! any size, 100K to 10M tokens, and keep valid labels.
+//!
+//! The conversation's batches are spread evenly through the filler batches, in their order;
+//! every message is renumbered in the order of the result and the questions' `source_chat_ids`
+//! are rewritten to the new ids. The output is a BEAM conversation directory in the BEAM-10M
+//! layout (`plan-<n>/chat.json` of about `plan_tokens` tokens each, ids restarting at 0 in every
+//! plan, `probing_questions.json` naming the continued ids) plus `scale.json`, which records
+//! what went in. Tokens are all-MiniLM-L6-v2 word pieces of the messages' content.
+//!
+//! Owns building such a directory. Must not ingest, embed or store anything.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::embed::Embedder;
+use crate::error::{Error, Result};
+use crate::ingest::beam::{CHAT_FILE, PLAN_PREFIX, QUESTIONS_FILE, chat_files};
+use crate::ingest::read_text;
+
+/// What went into a scale history (`scale.json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct ScaleReport {
+    /// The conversation whose questions are asked.
+    pub conversation: PathBuf,
+    /// Tokens asked for.
+    pub target_tokens: usize,
+    /// Tokens written: the conversation's and the filler's.
+    pub tokens: usize,
+    /// Tokens of the conversation.
+    pub conversation_tokens: usize,
+    /// Messages written.
+    pub messages: usize,
+    /// Messages of the conversation.
+    pub conversation_messages: usize,
+    /// Batches written.
+    pub batches: usize,
+    /// Plan files written.
+    pub plans: usize,
+    /// Filler chat files read, in order (the last one possibly in part).
+    pub filler: Vec<PathBuf>,
+    /// Where each of the conversation's batches went (index among all batches).
+    pub placed_at: Vec<usize>,
+}
+
+/// A batch of messages and its token count.
+struct Batch {
+    value: Value,
+    tokens: usize,
+    own: bool,
+}
+
+/// The batches of a chat file, each with its word-piece count.
+fn batches(path: &Path, embedder: &Embedder, own: bool) -> Result<Vec<Batch>> {
+    let value: Value = serde_json::from_str(&read_text(path)?)
+        .map_err(|e| Error::format(path, format!("line {}", e.line()), e.to_string()))?;
+    let Value::Array(list) = value else {
+        return Err(Error::format(path, "document", "expected a list of batches"));
+    };
+    use rayon::prelude::*;
+    list.into_par_iter()
+        .enumerate()
+        .map(|(b, value)| {
+            let mut tokens = 0;
+            for m in messages(&value) {
+                let content = m
+                    .get("content")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| Error::format(path, format!("[{b}]"), "a message without a string `content`"))?;
+                tokens += embedder.word_pieces(content)?;
+            }
+            Ok(Batch { value, tokens, own })
+        })
+        .collect()
+}
+
+/// The messages of a batch, in order.
+fn messages(batch: &Value) -> impl Iterator<Item = &Value> {
+    batch.get("turns").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_array).flatten()
+}
+
+/// Writes a history of about `tokens` tokens to `out`: the conversation in `conversation` (a
+/// BEAM conversation directory with `probing_questions.json`) among batches of the filler
+/// conversations under `filler` (BEAM conversation directories, read in natural order, plans
+/// in order), cut into plans of about `plan_tokens` tokens.
+pub fn build(
+    conversation: &Path,
+    tokens: usize,
+    filler: &Path,
+    plan_tokens: usize,
+    out: &Path,
+    embedder: &Embedder,
+) -> Result<ScaleReport> {
+    if plan_tokens == 0 {
+        return Err(Error::InvalidArgument("plan size must be at least 1 token".into()));
+    }
+    let files = chat_files(conversation).ok_or_else(|| Error::UnknownFormat {
+        path: conversation.to_path_buf(),
+        message: format!("not a BEAM conversation directory (no {CHAT_FILE})"),
+    })?;
+    if files.len() != 1 {
+        return Err(Error::InvalidArgument(format!(
+            "{}: a conversation in plans cannot be placed; give a single-chat conversation",
+            conversation.display()
+        )));
+    }
+    let questions_path = conversation.join(QUESTIONS_FILE);
+    let mut questions: Value = serde_json::from_str(&read_text(&questions_path)?)
+        .map_err(|e| Error::format(&questions_path, format!("line {}", e.line()), e.to_string()))?;
+    let own = batches(&files[0], embedder, true)?;
+    let own_tokens: usize = own.iter().map(|b| b.tokens).sum();
+
+    // Filler batches, in order, until the history holds `tokens`.
+    let mut fill = Vec::new();
+    let mut used = Vec::new();
+    let mut have = own_tokens;
+    let mut sources: Vec<PathBuf> = std::fs::read_dir(filler)
+        .map_err(|e| Error::io(filler, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| chat_files(p).is_some())
+        .collect();
+    sources.sort_by(|a, b| crate::ingest::natural_cmp(&crate::ingest::file_name(a), &crate::ingest::file_name(b)));
+    'fill: for dir in &sources {
+        for file in chat_files(dir).unwrap_or_default() {
+            if have >= tokens {
+                break 'fill;
+            }
+            used.push(file.clone());
+            for b in batches(&file, embedder, false)? {
+                if have >= tokens {
+                    break 'fill;
+                }
+                have += b.tokens;
+                fill.push(b);
+            }
+        }
+    }
+    if have < tokens {
+        return Err(Error::InvalidArgument(format!(
+            "{}: only {have} tokens of conversation and filler, {tokens} asked",
+            filler.display()
+        )));
+    }
+
+    // The conversation's batch i goes before filler batch ⌊(i+1)·F/(C+1)⌋.
+    let (c, f) = (own.len(), fill.len());
+    let mut merged: Vec<Batch> = Vec::with_capacity(c + f);
+    let mut placed_at = Vec::with_capacity(c);
+    let mut fill = fill.into_iter();
+    let mut taken = 0;
+    for (i, batch) in own.into_iter().enumerate() {
+        let before = (i + 1) * f / (c + 1);
+        merged.extend(fill.by_ref().take(before - taken));
+        taken = before;
+        placed_at.push(merged.len());
+        merged.push(batch);
+    }
+    merged.extend(fill);
+
+    // Renumber messages and batches; map the conversation's ids.
+    let mut new_id: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
+    let mut next_id = 0u64;
+    let mut plans: Vec<Vec<Value>> = vec![Vec::new()];
+    let (mut plan_start, mut plan_tokens_so_far) = (0u64, 0usize);
+    let total_tokens: usize = merged.iter().map(|b| b.tokens).sum();
+    let batch_count = merged.len();
+    for (n, mut batch) in merged.into_iter().enumerate() {
+        if plan_tokens_so_far >= plan_tokens {
+            plans.push(Vec::new());
+            plan_start = next_id;
+            plan_tokens_so_far = 0;
+        }
+        plan_tokens_so_far += batch.tokens;
+        batch.value["batch_number"] = json!(plans.last().map_or(0, Vec::len) + 1);
+        let turns = batch.value.get_mut("turns").and_then(Value::as_array_mut).into_iter().flatten();
+        for m in turns.filter_map(Value::as_array_mut).flatten() {
+            if batch.own {
+                let old = match m.get("id") {
+                    Some(Value::Number(x)) => x.to_string(),
+                    Some(Value::String(x)) => x.clone(),
+                    _ => return Err(Error::format(&files[0], format!("batch {n}"), "a message without an id")),
+                };
+                new_id.insert(old, next_id);
+            }
+            m["id"] = json!(next_id - plan_start);
+            next_id += 1;
+        }
+        if let Some(plan) = plans.last_mut() {
+            plan.push(batch.value);
+        }
+    }
+    remap_sources(&mut questions, &new_id);
+
+    std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
+    for (p, plan) in plans.iter().enumerate() {
+        let dir = out.join(format!("{PLAN_PREFIX}{p}"));
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        let path = dir.join(CHAT_FILE);
+        std::fs::write(&path, serde_json::to_vec(plan).map_err(|e| Error::InvalidArgument(e.to_string()))?)
+            .map_err(|e| Error::io(&path, e))?;
+    }
+    let path = out.join(QUESTIONS_FILE);
+    std::fs::write(&path, serde_json::to_vec_pretty(&questions).map_err(|e| Error::InvalidArgument(e.to_string()))?)
+        .map_err(|e| Error::io(&path, e))?;
+    let report = ScaleReport {
+        conversation: conversation.to_path_buf(),
+        target_tokens: tokens,
+        tokens: total_tokens,
+        conversation_tokens: own_tokens,
+        messages: next_id as usize,
+        conversation_messages: new_id.len(),
+        batches: batch_count,
+        plans: plans.len(),
+        filler: used,
+        placed_at,
+    };
+    let path = out.join("scale.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&report).map_err(|e| Error::InvalidArgument(e.to_string()))?)
+        .map_err(|e| Error::io(&path, e))?;
+    Ok(report)
+}
+
+/// Rewrites every message id under a `source_chat_ids` key (numbers or digit strings, at any
+/// depth) through `new_id`; ids that name no message are left as they are (the loader reports
+/// them unresolved, as it would have).
+fn remap_sources(v: &mut Value, new_id: &std::collections::HashMap<String, u64>) {
+    fn ids(v: &mut Value, new_id: &std::collections::HashMap<String, u64>) {
+        match v {
+            Value::Number(n) => {
+                if let Some(&id) = new_id.get(&n.to_string()) {
+                    *v = json!(id);
+                }
+            }
+            Value::String(s) => {
+                if let Some(&id) = new_id.get(s.trim()) {
+                    *v = json!(id.to_string());
+                }
+            }
+            Value::Array(list) => list.iter_mut().for_each(|x| ids(x, new_id)),
+            Value::Object(map) => map.values_mut().for_each(|x| ids(x, new_id)),
+            _ => {}
+        }
+    }
+    match v {
+        Value::Object(map) => {
+            for (k, x) in map.iter_mut() {
+                if k == "source_chat_ids" { ids(x, new_id) } else { remap_sources(x, new_id) }
+            }
+        }
+        Value::Array(list) => list.iter_mut().for_each(|x| remap_sources(x, new_id)),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn source_ids_are_remapped_at_any_depth_and_unknown_ones_kept() {
+        let map: std::collections::HashMap<String, u64> = [("3".to_string(), 103), ("7".to_string(), 907)].into();
+        let mut q = json!({"temporal_reasoning": [
+            {"question": "3", "source_chat_ids": [3, "7", {"a": [3, 99]}]},
+            {"question": "x", "source_chat_ids": null, "other": 3}
+        ]});
+        remap_sources(&mut q, &map);
+        assert_eq!(q["temporal_reasoning"][0]["source_chat_ids"], json!([103, "907", {"a": [103, 99]}]));
+        assert_eq!(q["temporal_reasoning"][0]["question"], json!("3"));
+        assert_eq!(q["temporal_reasoning"][1]["other"], json!(3));
+    }
+}
