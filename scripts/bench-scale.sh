@@ -5,8 +5,8 @@
 # (evidence recall@10 of the questions with known evidence, latency p50/p95 per question).
 #   scripts/bench-scale.sh [CONVERSATION_DIR] [SIZES] [OUT_DIR]
 # Defaults: $MYELIN_DATASETS/beam/100K/1, "0 1000000 10000000" (0: the conversation alone,
-# about 146K word pieces), bench-results/scale-<date>. Keeps each size's store under
-# OUT_DIR/stores (delete it afterwards: 10M tokens take a few GB).
+# about 146K word pieces), bench-results/scale-<date>. Histories and stores go to a temporary
+# directory, removed at the end, unless SCALE_WORK names one to keep them in.
 # Needs a release build (cargo build --release) or MYELIN_BIN, /usr/bin/time, $MYELIN_DATASETS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,12 +17,14 @@ SIZES="${2:-0 1000000 10000000}"
 OUT="${3:-bench-results/scale-$(date +%Y%m%d-%H%M%S)}"
 [ -x "$BIN" ] || { echo "no binary at $BIN: run cargo build --release or set MYELIN_BIN" >&2; exit 1; }
 [ -x /usr/bin/time ] || { echo "needs /usr/bin/time (Debian package time)" >&2; exit 1; }
-mkdir -p "$OUT/stores" "$OUT/histories"
+WORK="${SCALE_WORK:-$(mktemp -d)}"
+[ -n "${SCALE_WORK:-}" ] || trap 'rm -rf "$WORK"' EXIT
+mkdir -p "$OUT" "$WORK/stores" "$WORK/histories"
 echo "$(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(free -g | awk '/Mem:/{print $2}') GiB; $(date -u +%Y-%m-%dT%H:%MZ); $(git rev-parse --short HEAD 2>/dev/null || echo unknown); $BIN" > "$OUT/SETUP.txt"
 : > "$OUT/raw.jsonl"
 for size in $SIZES; do
-  hist="$OUT/histories/$size/$(basename "$CONV")"
-  store="$OUT/stores/$size"
+  hist="$WORK/histories/$size/$(basename "$CONV")"
+  store="$WORK/stores/$size"
   rm -rf "$hist" "$store"
   echo "== $size tokens: building the history ..." >&2
   "$BIN" scale-history "$CONV" --tokens "$size" --out "$hist" --filler "$DATA/beam/10M-plans" >&2
@@ -44,7 +46,7 @@ print(json.dumps({
     "peak_rss_mib": int(rss_kib) / 1024, "store_mib": int(store_bytes) / 2**20,
     "concepts": ingest["concepts"], "edges": ingest["edges"],
     "questions": m["groups"]["1-4"]["n"] if "1-4" in m["groups"] else 0,
-    "recall_10": m["groups"]["1-4"]["recall_10"] if "1-4" in m["groups"] else None,
+    "recall_10": m["groups"]["1-4"]["recall@10"] if "1-4" in m["groups"] else None,
     "latency_p50_ms": m["latency_ms"]["p50"], "latency_p95_ms": m["latency_ms"]["p95"],
     "query_embedding_p50_ms": ev["query_embedding_ms"]["p50"],
 }))
