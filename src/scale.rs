@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use crate::embed::Embedder;
 use crate::error::{Error, Result};
 use crate::ingest::beam::{CHAT_FILE, PLAN_PREFIX, QUESTIONS_FILE, chat_files};
-use crate::ingest::read_text;
+use crate::ingest::{parse_json, read_text};
 
 /// What went into a scale history (`scale.json`).
 #[derive(Debug, Clone, Serialize)]
@@ -55,8 +55,7 @@ struct Batch {
 
 /// The batches of a chat file, each with its word-piece count.
 fn batches(path: &Path, embedder: &Embedder, own: bool) -> Result<Vec<Batch>> {
-    let value: Value = serde_json::from_str(&read_text(path)?)
-        .map_err(|e| Error::format(path, format!("line {}", e.line()), e.to_string()))?;
+    let value: Value = parse_json(&read_text(path)?, path)?;
     let Value::Array(list) = value else {
         return Err(Error::format(path, "document", "expected a list of batches"));
     };
@@ -108,8 +107,7 @@ pub fn build(
         )));
     }
     let questions_path = conversation.join(QUESTIONS_FILE);
-    let mut questions: Value = serde_json::from_str(&read_text(&questions_path)?)
-        .map_err(|e| Error::format(&questions_path, format!("line {}", e.line()), e.to_string()))?;
+    let mut questions: Value = parse_json(&read_text(&questions_path)?, &questions_path)?;
     let own = batches(&files[0], embedder, true)?;
     let own_tokens: usize = own.iter().map(|b| b.tokens).sum();
 
@@ -198,13 +196,9 @@ pub fn build(
     for (p, plan) in plans.iter().enumerate() {
         let dir = out.join(format!("{PLAN_PREFIX}{p}"));
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-        let path = dir.join(CHAT_FILE);
-        std::fs::write(&path, serde_json::to_vec(plan).map_err(|e| Error::InvalidArgument(e.to_string()))?)
-            .map_err(|e| Error::io(&path, e))?;
+        write_json(&dir.join(CHAT_FILE), plan, false)?;
     }
-    let path = out.join(QUESTIONS_FILE);
-    std::fs::write(&path, serde_json::to_vec_pretty(&questions).map_err(|e| Error::InvalidArgument(e.to_string()))?)
-        .map_err(|e| Error::io(&path, e))?;
+    write_json(&out.join(QUESTIONS_FILE), &questions, true)?;
     let report = ScaleReport {
         conversation: conversation.to_path_buf(),
         target_tokens: tokens,
@@ -217,10 +211,15 @@ pub fn build(
         filler: used,
         placed_at,
     };
-    let path = out.join("scale.json");
-    std::fs::write(&path, serde_json::to_vec_pretty(&report).map_err(|e| Error::InvalidArgument(e.to_string()))?)
-        .map_err(|e| Error::io(&path, e))?;
+    write_json(&out.join("scale.json"), &report, true)?;
     Ok(report)
+}
+
+/// Writes `value` as JSON to `path`, indented when `pretty` (the small files people read).
+fn write_json(path: &Path, value: &impl Serialize, pretty: bool) -> Result<()> {
+    let bytes = if pretty { serde_json::to_vec_pretty(value) } else { serde_json::to_vec(value) }
+        .map_err(|e| Error::InvalidArgument(format!("{}: {e}", path.display())))?;
+    std::fs::write(path, bytes).map_err(|e| Error::io(path, e))
 }
 
 /// Rewrites every message id under a `source_chat_ids` key (numbers or digit strings, at any

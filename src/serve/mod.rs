@@ -491,11 +491,11 @@ impl Inner {
         let vectors = if texts.is_empty() {
             Vec::new()
         } else {
-            let inner = self.clone();
+            let (inner, n) = (self.clone(), texts.len());
             match cpu(move || inner.embedder.embed(&texts)).await {
                 Ok(v) => v,
                 Err(e) => {
-                    let message = format!("embedding {} messages: {e}", jobs.len());
+                    let message = format!("embedding {n} messages: {e}");
                     for job in jobs {
                         let _ = job.reply.send(Err(Error::Batch(message.clone())));
                     }
@@ -573,13 +573,14 @@ impl Inner {
         if accepted.is_empty() {
             return;
         }
-        for key in touched.keys() {
-            if touched[key].rewrite {
-                builders.remove(key);
-            }
-        }
-        let work: Vec<(String, Pending, Option<GraphBuilder>)> =
-            touched.into_iter().map(|(k, p)| (builders.remove(&k), k, p)).map(|(b, k, p)| (k, p, b)).collect();
+        // A scope that lost episodes is rebuilt: its builder holds them.
+        let work: Vec<(String, Pending, Option<GraphBuilder>)> = touched
+            .into_iter()
+            .map(|(k, p)| {
+                let builder = builders.remove(&k).filter(|_| !p.rewrite);
+                (k, p, builder)
+            })
+            .collect();
         let inner = self.clone();
         let built = match cpu(move || {
             use rayon::prelude::*;
