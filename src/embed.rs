@@ -270,24 +270,38 @@ impl Embedder {
     /// `text` cut into passages of at most `max_pieces` word pieces each ([CLS] and [SEP] not
     /// counted), so that embedding loses nothing of a long text to truncation. A cut falls at
     /// whitespace: after the last sentence or line end (`.`, `!`, `?`, a newline) in the second
-    /// half of a passage where there is one, else before the last whole word that fits (a word longer than a
-    /// passage is cut inside). A text that fits is one passage.
+    /// half of a passage where there is one, else before the last whole word that fits (a word
+    /// longer than a passage is cut inside). A text that fits is one passage. Each passage is
+    /// its span of [`Embedder::passage_spans`], trimmed.
     pub fn passages(&self, text: &str, max_pieces: usize) -> Result<Vec<String>> {
+        Ok(self
+            .passage_spans(text, max_pieces)?
+            .into_iter()
+            .map(|r| text[r].trim())
+            .filter(|p| !p.is_empty())
+            .map(str::to_string)
+            .collect())
+    }
+
+    /// The byte ranges of [`Embedder::passages`] before trimming: consecutive, on character
+    /// boundaries, together the whole of `text` (the whitespace at a cut ends the passage
+    /// before it), so the spans' texts put back together are `text` exactly.
+    pub fn passage_spans(&self, text: &str, max_pieces: usize) -> Result<Vec<std::ops::Range<usize>>> {
         let max = max_pieces.max(1);
         // A word piece covers at least one byte: a text this short fits.
         if text.len() <= max {
-            return Ok(vec![text.to_string()]);
+            return Ok(std::iter::once(0..text.len()).collect());
         }
         let enc = self.splitter.encode(text, false).map_err(|e| Error::Tokenizer(e.to_string()))?;
         let (offsets, tokens) = (enc.get_offsets(), enc.get_tokens());
         let n = offsets.len();
         if n <= max {
-            return Ok(vec![text.to_string()]);
+            return Ok(std::iter::once(0..text.len()).collect());
         }
         // A cut before piece k keeps whitespace-separated words whole when whitespace precedes it.
         let spaced = |k: usize| offsets[k].0 > offsets[k - 1].1;
         let mut out = Vec::with_capacity(n.div_ceil(max));
-        let mut start = 0;
+        let (mut start, mut from) = (0, 0);
         while start < n {
             let mut end = (start + max).min(n);
             if end < n {
@@ -303,16 +317,11 @@ impl Embedder {
                 };
             }
             let to = if end < n { offsets[end].0 } else { text.len() };
-            let piece = text
-                .get(offsets[start].0..to)
-                .ok_or_else(|| {
-                    Error::Tokenizer(format!("offsets {}..{to} are not on character boundaries", offsets[start].0))
-                })?
-                .trim();
-            if !piece.is_empty() {
-                out.push(piece.to_string());
+            if !text.is_char_boundary(to) {
+                return Err(Error::Tokenizer(format!("offset {to} is not on a character boundary")));
             }
-            start = end;
+            out.push(from..to);
+            (start, from) = (end, to);
         }
         Ok(out)
     }

@@ -1,6 +1,9 @@
 //! The serving API: an async handle over one store that agents (or `myelin serve`) call to add,
 //! search, list and delete memories in isolated scopes. Names follow mem0's: a scope is a
-//! `user_id` / `agent_id` / `run_id`, a memory is one stored turn with an id.
+//! `user_id` / `agent_id` / `run_id`, a memory is one stored turn with an id. A message longer
+//! than `ingest.passage_pieces` word pieces is stored as passages (episodes `<id>`, `<id>#1`, …,
+//! as ingest does) that together are the message: every part of it is embedded, and the API
+//! shows the memory whole, once.
 //!
 //! Each scope is one conversation of the store (format `api`) with its own graph, so
 //! activation can never cross scopes. Two workers do the heavy work, off the async runtime:
@@ -29,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{RwLock, mpsc, oneshot};
 
 use crate::config::Config;
-use crate::conversation::SourceFormat;
+use crate::conversation::{PASSAGE_MARK, SourceFormat, turn_of};
 use crate::embed::{EMBEDDING_DIM, Embedder};
 use crate::error::{Error, Result};
 use crate::graph::{GraphBuilder, labels_of};
@@ -297,7 +300,7 @@ impl Service {
                 continue;
             }
             let memory = stored_memory(&store, &c.id, &config.retrieve).await?;
-            for e in memory.episodes() {
+            for e in memory.episodes().iter().filter(|e| turn_of(&e.turn_id) == e.turn_id) {
                 ids.insert(e.turn_id.clone(), c.id.clone());
             }
             scopes.insert(c.id.clone(), Arc::new(memory));
@@ -398,8 +401,8 @@ impl Service {
         let key = self.inner.ids.read().await.get(id).cloned().ok_or_else(|| unknown(id))?;
         let memory = self.inner.scopes.read().await.get(&key).cloned().ok_or_else(|| unknown(id))?;
         let scope = Scope::from_key(&key).unwrap_or_default();
-        let e = memory.episodes().iter().find(|e| e.turn_id == id).ok_or_else(|| unknown(id))?;
-        Ok(item(&scope, e))
+        let at = memory.episodes().iter().position(|e| e.turn_id == id).ok_or_else(|| unknown(id))?;
+        Ok(item(&scope, passages_at(memory.episodes(), at)))
     }
 
     /// A page of a scope's memories, oldest first (an unknown scope has none).
@@ -407,7 +410,7 @@ impl Service {
         let key = scope.key()?;
         let memory = self.inner.scopes.read().await.get(&key).cloned();
         Ok(memory
-            .map(|m| m.episodes().iter().skip(page.offset).take(page.limit).map(|e| item(scope, e)).collect())
+            .map(|m| memories_of(m.episodes()).skip(page.offset).take(page.limit).map(|p| item(scope, p)).collect())
             .unwrap_or_default())
     }
 
@@ -488,11 +491,27 @@ impl Inner {
                 _ => Vec::new(),
             })
             .collect();
-        let vectors = if texts.is_empty() {
-            Vec::new()
+        let (spans, vectors) = if texts.is_empty() {
+            (Vec::new(), Vec::new())
         } else {
             let (inner, n) = (self.clone(), texts.len());
-            match cpu(move || inner.embedder.embed(&texts)).await {
+            let pieces = self.config.ingest.passage_pieces;
+            let cut_and_embed = move || {
+                let spans = texts
+                    .iter()
+                    .map(|t| {
+                        if pieces == 0 {
+                            Ok(std::iter::once(0..t.len()).collect())
+                        } else {
+                            inner.embedder.passage_spans(t, pieces)
+                        }
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                let passages: Vec<&str> =
+                    texts.iter().zip(&spans).flat_map(|(t, s)| s.iter().map(|r| t[r.clone()].trim())).collect();
+                Ok((spans, inner.embedder.embed(&passages)?))
+            };
+            match cpu(cut_and_embed).await {
                 Ok(v) => v,
                 Err(e) => {
                     let message = format!("embedding {n} messages: {e}");
@@ -503,6 +522,7 @@ impl Inner {
                 }
             }
         };
+        let mut spans = spans.into_iter();
         let mut vectors = vectors.chunks_exact(EMBEDDING_DIM);
         let now = Utc::now();
         let mut touched: BTreeMap<String, Pending> = BTreeMap::new();
@@ -514,7 +534,7 @@ impl Inner {
             let done = match job.change {
                 Change::Add { key, scope, messages } => {
                     let p = self.pending(&mut touched, &key).await;
-                    let from = p.episodes.len();
+                    let mut items = Vec::with_capacity(messages.len());
                     for m in messages {
                         let id = new_id();
                         events.push(HistoryEvent {
@@ -524,19 +544,23 @@ impl Inner {
                             at: now,
                         });
                         group_ids.insert(id.clone(), Some(key.clone()));
-                        p.episodes.push(Episode {
-                            conversation: key.clone(),
-                            session: 1,
-                            turn_id: id,
-                            position: p.episodes.len() as u32,
-                            speaker: m.role,
-                            text: m.content,
-                            image_caption: None,
-                            timestamp: Some(m.timestamp.unwrap_or(now)),
-                            embedding: vectors.next().map(<[f32]>::to_vec).unwrap_or_default(),
-                        });
+                        let from = p.episodes.len();
+                        for (k, r) in spans.next().unwrap_or_default().into_iter().enumerate() {
+                            p.episodes.push(Episode {
+                                conversation: key.clone(),
+                                session: 1,
+                                turn_id: if k == 0 { id.clone() } else { format!("{id}{PASSAGE_MARK}{k}") },
+                                position: p.episodes.len() as u32,
+                                speaker: m.role.clone(),
+                                text: m.content[r].to_string(),
+                                image_caption: None,
+                                timestamp: Some(m.timestamp.unwrap_or(now)),
+                                embedding: vectors.next().map(<[f32]>::to_vec).unwrap_or_default(),
+                            });
+                        }
+                        items.push(item(&scope, &p.episodes[from..]));
                     }
-                    Done::Added(p.episodes[from..].iter().map(|e| item(&scope, e)).collect())
+                    Done::Added(items)
                 }
                 Change::Delete { id } => {
                     let key = match group_ids.get(&id) {
@@ -552,17 +576,20 @@ impl Inner {
                         let _ = job.reply.send(Err(unknown(&id)));
                         continue;
                     };
-                    events.push(deletion(&p.episodes.remove(at)));
+                    let n = passages_at(&p.episodes, at).len();
+                    let removed: Vec<Episode> = p.episodes.drain(at..at + n).collect();
+                    events.extend(removed.first().map(deletion));
                     p.rewrite = true;
                     group_ids.insert(id, None);
                     Done::Deleted(1)
                 }
                 Change::DeleteAll { key } => {
                     let p = self.pending(&mut touched, &key).await;
-                    let n = p.episodes.len();
-                    for e in p.episodes.drain(..) {
+                    let mut n = 0;
+                    for e in p.episodes.drain(..).filter(|e| turn_of(&e.turn_id) == e.turn_id) {
                         group_ids.insert(e.turn_id.clone(), None);
                         events.push(deletion(&e));
+                        n += 1;
                     }
                     p.rewrite = true;
                     Done::Deleted(n)
@@ -789,15 +816,27 @@ impl LabelCache {
 }
 
 /// A search's answer: the retrieved memories of `request`'s scope in time order.
+/// A memory found through several of its passages counts once, with its best passage's score.
 fn answer(request: &SearchRequest, memory: &Memory, found: &Retrieval) -> SearchResult {
     let limit = request.limit.unwrap_or(usize::MAX);
-    let mut hits: Vec<_> = found.hits.iter().take(limit).collect();
-    hits.sort_by_key(|h| h.episode);
+    let episodes = memory.episodes();
+    // (first passage, score), best first.
+    let mut hits: Vec<(usize, f32)> = Vec::new();
+    for h in &found.hits {
+        let mut first = h.episode as usize;
+        while first > 0 && turn_of(&episodes[first].turn_id) != episodes[first].turn_id {
+            first -= 1;
+        }
+        if hits.len() < limit && !hits.iter().any(|&(f, _)| f == first) {
+            hits.push((first, h.signals.score));
+        }
+    }
+    hits.sort_by_key(|&(first, _)| first);
     let results = hits
-        .iter()
-        .map(|h| {
-            let mut it = item(&request.scope, &memory.episodes()[h.episode as usize]);
-            it.score = Some(h.signals.score);
+        .into_iter()
+        .map(|(first, score)| {
+            let mut it = item(&request.scope, passages_at(episodes, first));
+            it.score = Some(score);
             it
         })
         .collect();
@@ -869,15 +908,36 @@ impl BlockingService {
     }
 }
 
-fn item(scope: &Scope, e: &Episode) -> MemoryItem {
+/// The memory whose passages are `passages` (its first passage first): their texts together.
+fn item(scope: &Scope, passages: &[Episode]) -> MemoryItem {
+    let first = &passages[0];
     MemoryItem {
-        id: e.turn_id.clone(),
-        memory: e.text.clone(),
-        role: e.speaker.clone(),
-        timestamp: e.timestamp,
+        id: first.turn_id.clone(),
+        memory: passages.iter().map(|e| e.text.as_str()).collect(),
+        role: first.speaker.clone(),
+        timestamp: first.timestamp,
         scope: scope.clone(),
         score: None,
     }
+}
+
+/// The passages of the memory whose first passage is `episodes[at]`.
+fn passages_at(episodes: &[Episode], at: usize) -> &[Episode] {
+    let id = episodes[at].turn_id.as_str();
+    let n = episodes[at..].iter().take_while(|e| turn_of(&e.turn_id) == id).count();
+    &episodes[at..at + n]
+}
+
+/// A scope's memories in order, each as its passages.
+fn memories_of(episodes: &[Episode]) -> impl Iterator<Item = &[Episode]> {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        (at < episodes.len()).then(|| {
+            let p = passages_at(episodes, at);
+            at += p.len();
+            p
+        })
+    })
 }
 
 fn deletion(e: &Episode) -> HistoryEvent {

@@ -64,6 +64,10 @@ fn long_messages_become_passages_that_lose_nothing() {
         // Nothing lost or changed: the same words, cut only at whitespace.
         let words = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
         assert_eq!(words(&passages.join(" ")), words(text), "passages lost, changed or split words");
+        // Their spans put back together are the text, byte for byte.
+        let spans = embedder.passage_spans(text, 254).expect("spans");
+        assert_eq!(spans.len(), passages.len());
+        assert_eq!(spans.iter().map(|r| &text[r.clone()]).collect::<String>(), *text);
         cuts += passages.len() - 1;
         at_sentence_end += passages[..passages.len() - 1]
             .iter()

@@ -439,6 +439,82 @@ fn the_blocking_facade_runs_the_library_without_a_server() {
     assert!(service.search(&request).unwrap_err().to_string().contains("no memories in scope"));
 }
 
+/// Real BEAM-10M messages far longer than one passage: stored as passages, shown whole and
+/// once, found by what only their tail says, deleted whole, and the same after a restart.
+#[test]
+fn long_messages_are_stored_as_passages_and_served_whole() {
+    use myelin::serve::{BlockingService, Message, Page, Scope, SearchRequest};
+    let Some(data) = crate::common::datasets() else { return };
+    let plan = myelin::ingest::load_path(&data.join("beam/10M-plans/4/plan-0"), &Default::default()).expect("plan");
+    let mut texts: Vec<String> = plan.conversations[0].turns().map(|t| t.text.clone()).collect();
+    texts.sort_by_key(|t| std::cmp::Reverse(t.len()));
+    let mut contents: Vec<String> = texts.into_iter().take(3).collect();
+    contents.push("A short note about lunch.".into());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("store");
+    let scope = Scope::user("reader");
+    let messages: Vec<Message> =
+        contents.iter().map(|c| Message { role: "assistant".into(), content: c.clone(), timestamp: None }).collect();
+    let ids: Vec<String> = {
+        let service = BlockingService::open(&root, myelin::config::Config::default()).expect("open");
+        let added = service.add(&scope, messages).expect("add");
+        assert_eq!(added.iter().map(|m| m.memory.clone()).collect::<Vec<_>>(), contents, "added as sent");
+        assert!(added.iter().all(|m| !m.id.contains('#')));
+        let ids: Vec<String> = added.iter().map(|m| m.id.clone()).collect();
+        let listed = service.get_all(&scope, Page::default()).expect("list");
+        assert_eq!(listed.iter().map(|m| m.memory.clone()).collect::<Vec<_>>(), contents, "listed whole, once each");
+        assert_eq!(service.get(&ids[0]).expect("get").memory, contents[0]);
+        assert!(service.get(&format!("{}#1", ids[0])).is_err(), "a passage is not a memory");
+        // A sentence from the end of the longest message, far past what one passage holds.
+        let tail = contents[0]
+            .rsplit(['.', '\n'])
+            .map(str::trim)
+            .find(|s| s.split_whitespace().count() >= 8)
+            .expect("a sentence at the end");
+        assert!(contents[0].rfind(tail).expect("in the text") > 2000, "the sentence is deep in the message");
+        let found = service
+            .search(&SearchRequest { query: tail.to_string(), scope: scope.clone(), limit: Some(1) })
+            .expect("search");
+        assert_eq!(found.results.len(), 1);
+        assert_eq!(found.results[0].id, ids[0], "found by its tail: {tail}");
+        assert_eq!(found.results[0].memory, contents[0]);
+        let all = service
+            .search(&SearchRequest { query: tail.to_string(), scope: scope.clone(), limit: None })
+            .expect("search");
+        let mut seen: Vec<&str> = all.results.iter().map(|m| m.id.as_str()).collect();
+        let n = seen.len();
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen.len(), n, "a memory is listed once however many passages matched");
+        service.delete(&ids[1]).expect("delete");
+        assert!(service.get(&ids[1]).is_err());
+        assert_eq!(service.history(&ids[1]).expect("history").len(), 2);
+        ids
+    };
+    // Stored as passages: `<id>`, `<id>#1`, … for each long message, each embedded.
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let stored = runtime
+        .block_on(async { myelin::store::Store::open(&root).await?.episodes(&scope.key()?).await })
+        .expect("stored episodes");
+    let of = |id: &str| stored.iter().filter(|e| myelin::conversation::turn_of(&e.turn_id) == id).count();
+    assert!(
+        of(&ids[0]) >= 4 && of(&ids[2]) >= 2 && of(&ids[3]) == 1,
+        "{} {} {}",
+        of(&ids[0]),
+        of(&ids[2]),
+        of(&ids[3])
+    );
+    assert_eq!(stored.len(), of(&ids[0]) + of(&ids[2]) + 1);
+    assert!(stored.iter().all(|e| e.embedding.len() == myelin::embed::EMBEDDING_DIM));
+    let service = BlockingService::open(&root, myelin::config::Config::default()).expect("reopen");
+    let listed = service.get_all(&scope, Page::default()).expect("list");
+    let kept = [&contents[0], &contents[2], &contents[3]];
+    assert_eq!(listed.iter().map(|m| &m.memory).collect::<Vec<_>>(), kept, "after a restart");
+    assert_eq!(service.get(&ids[2]).expect("get").memory, contents[2]);
+    assert!(service.get(&ids[1]).is_err());
+    assert_eq!(service.delete_all(&scope).expect("delete all"), 3, "memories, not passages");
+}
+
 /// The first `n` turns of LoCoMo conv-30 as messages, and its questions.
 fn locomo_messages(n: usize) -> Option<(Vec<myelin::serve::Message>, Vec<String>)> {
     let data = crate::common::datasets()?;
