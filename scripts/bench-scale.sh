@@ -2,7 +2,9 @@
 # BEAM at scale: for each size, a history from scripts/make-scale-history.sh (one BEAM 100K
 # conversation among BEAM-10M plans), ingested into a fresh store (wall time, where it went,
 # peak RSS, store size, graph size), then `myelin eval beam` in mode synapse on the CPU
-# (evidence recall@10 of the questions with known evidence, latency p50/p95 per question).
+# (evidence recall@10 of the questions with known evidence, latency p50/p95 per question), and
+# `myelin index-bench` with the dense index forced on (--index-min-nodes 0) and the 400 BEAM 100K
+# questions: recall of the true dense anchors and latency per probe count against the scan.
 #   scripts/bench-scale.sh [CONVERSATION_DIR] [SIZES] [OUT_DIR]
 # Defaults: $MYELIN_DATASETS/beam/100K/1, "0 1000000 10000000" (0: the conversation alone,
 # about 146K word pieces), bench-results/scale-<date>. Histories and stores go to a temporary
@@ -33,10 +35,16 @@ for size in $SIZES; do
   "$BIN" --quiet --store "$store" stats --json > "$OUT/stats-$size.json"
   echo "== $size tokens: evaluating ..." >&2
   "$BIN" --quiet --store "$store" eval beam "$hist" --modes synapse --backend cpu --json "$OUT/eval-$size.json" > "$OUT/eval-$size.txt"
-  python3 - "$size" "$hist/scale.json" "$OUT/ingest-$size.json" "$OUT/time-$size" "$(du -sb "$store" | cut -f1)" "$OUT/eval-$size.json" >> "$OUT/raw.jsonl" <<'PY'
+  id="$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["conversations"][0])' "$OUT/eval-$size.json")"
+  echo "== $size tokens: dense index against the scan ..." >&2
+  "$BIN" --quiet --store "$store" index-bench --conversation "$id" "$DATA/beam/100K" --index-min-nodes 0 \
+    --probes 8,16,24,32,48,64 --json "$OUT/index-$size.json" > "$OUT/index-$size.txt"
+  python3 - "$size" "$hist/scale.json" "$OUT/ingest-$size.json" "$OUT/time-$size" "$(du -sb "$store" | cut -f1)" "$OUT/eval-$size.json" "$OUT/index-$size.json" >> "$OUT/raw.jsonl" <<'PY'
 import json, sys
-size, scale, ingest, timing, store_bytes, ev = sys.argv[1:]
-scale, ingest, ev = json.load(open(scale)), json.load(open(ingest)), json.load(open(ev))
+size, scale, ingest, timing, store_bytes, ev, index = sys.argv[1:]
+scale, ingest, ev, index = json.load(open(scale)), json.load(open(ingest)), json.load(open(ev)), json.load(open(index))
+scan = index["rows"][0]
+good = [r for r in index["rows"][1:] if r["anchor_recall"] >= 0.99]
 rss_kib, wall = open(timing).read().split()[-2:]
 m = ev["modes"]["synapse"]
 print(json.dumps({
@@ -49,6 +57,10 @@ print(json.dumps({
     "recall_10": m["groups"]["1-4"]["recall@10"] if "1-4" in m["groups"] else None,
     "latency_p50_ms": m["latency_ms"]["p50"], "latency_p95_ms": m["latency_ms"]["p95"],
     "query_embedding_p50_ms": ev["query_embedding_ms"]["p50"],
+    "index_used": ev.get("index") is not None,
+    "lists": index["lists"], "scan_p50_ms": scan["latency_ms"]["p50"],
+    "probes_099": good[0]["probes"] if good else None,
+    "indexed_p50_ms": good[0]["latency_ms"]["p50"] if good else None,
 }))
 PY
   tail -1 "$OUT/raw.jsonl" >&2
@@ -56,13 +68,15 @@ done
 python3 - "$OUT/raw.jsonl" > "$OUT/summary.md" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-print("| history tokens | messages | episodes | ingest s (embed, graph) | peak RSS MiB | store MiB | concepts | edges | questions | recall@10 | p50 ms | p95 ms |")
-print("|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("| history tokens | messages | episodes | ingest s (embed, graph) | peak RSS MiB | store MiB | concepts | edges | questions | recall@10 | p50 ms | p95 ms | index used | scan p50 (400 q) | probes for anchor recall 0.99 | its p50 |")
+print("|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
 for r in rows:
     rec = "–" if r["recall_10"] is None else f"{100 * r['recall_10']:.1f}"
     print(f"| {r['tokens']:,} | {r['messages']:,} | {r['episodes']:,} | {r['ingest_s']:.0f} ({r['embed_s']:.0f}, {r['graph_s']:.0f}) | "
           f"{r['peak_rss_mib']:.0f} | {r['store_mib']:.0f} | {r['concepts']:,} | {r['edges']:,} | {r['questions']} | {rec} | "
-          f"{r['latency_p50_ms']:.2f} | {r['latency_p95_ms']:.2f} |")
+          f"{r['latency_p50_ms']:.2f} | {r['latency_p95_ms']:.2f} | {'yes' if r['index_used'] else 'no'} | "
+          f"{r['scan_p50_ms']:.2f} | {r['probes_099'] or 'none'} of {r['lists']} | "
+          + ("–" if r["indexed_p50_ms"] is None else f"{r['indexed_p50_ms']:.2f}") + " |")
 if len(rows) > 1 and rows[0]["latency_p50_ms"] > 0:
     a, b = rows[0], rows[-1]
     print(f"\nFrom {a['tokens']:,} to {b['tokens']:,} tokens: p50 x{b['latency_p50_ms'] / a['latency_p50_ms']:.2f}, "

@@ -13,7 +13,7 @@ use rand::{RngExt, SeedableRng};
 use serde::Serialize;
 
 use crate::embed::EMBEDDING_DIM;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::eval::percentile;
 use crate::gpu::Gpu;
 use crate::gpu::ranker::{RankQuery, Stage};
@@ -545,4 +545,81 @@ mod tests {
             .count();
         assert_eq!(found, 8);
     }
+}
+
+/// One probe setting of [`index_bench`]: the dense index against a scan of every node.
+#[derive(Debug, Clone, Serialize)]
+pub struct IndexRow {
+    /// Lists probed per query; `None` for the scan.
+    pub probes: Option<usize>,
+    /// Share of the true dense anchors (top `anchor_k` by the scan) the probed lists held.
+    pub anchor_recall: f64,
+    /// Queries whose result is the scan's exactly (same episodes in the same order).
+    pub same_result: f64,
+    /// Share of the scan's first 10 episodes in the first 10 returned.
+    pub overlap_10: f64,
+    /// Retrieval time per query on one core, ms (query embedding excluded).
+    pub latency_ms: crate::eval::Latency,
+}
+
+/// Times `mode` on `memory` for each of `probes` and for a scan, one query at a time on the
+/// calling thread, every query once after one untimed pass; compares each result with the
+/// scan's. The memory's probe setting is restored afterwards.
+pub fn index_bench(memory: &mut Memory, queries: &[Query], probes: &[usize], mode: Mode) -> Result<Vec<IndexRow>> {
+    let lists = memory.dense_index().map(|i| i.lists()).ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "'{}' has {} nodes: no dense index with these settings (retrieve.index)",
+            memory.conversation(),
+            memory.graph().node_count()
+        ))
+    })?;
+    let kept = memory.config().index.probes;
+    let run = |memory: &Memory| -> Result<(Vec<Retrieval>, Vec<f64>)> {
+        for q in queries {
+            memory.retrieve(q, mode)?;
+        }
+        let mut results = Vec::with_capacity(queries.len());
+        let mut millis = Vec::with_capacity(queries.len());
+        for q in queries {
+            let t0 = Instant::now();
+            results.push(memory.retrieve(q, mode)?);
+            millis.push(t0.elapsed().as_secs_f64() * 1e3);
+        }
+        Ok((results, millis))
+    };
+    memory.set_index_probes(lists)?;
+    let (scan, millis) = run(memory)?;
+    let mut rows = vec![IndexRow {
+        probes: None,
+        anchor_recall: 1.0,
+        same_result: 1.0,
+        overlap_10: 1.0,
+        latency_ms: crate::eval::latency(&mut millis.clone()),
+    }];
+    for &p in probes.iter().filter(|&&p| p < lists) {
+        memory.set_index_probes(p)?;
+        let (found, wanted) =
+            queries.iter().filter_map(|q| memory.dense_anchor_recall(q)).fold((0, 0), |(f, w), (a, b)| (f + a, w + b));
+        let (results, mut millis) = run(memory)?;
+        let episodes = |r: &Retrieval| r.hits.iter().map(|h| h.episode).collect::<Vec<u32>>();
+        let same = results.iter().zip(&scan).filter(|(r, s)| episodes(r) == episodes(s)).count();
+        let overlap: usize = results
+            .iter()
+            .zip(&scan)
+            .map(|(r, s)| {
+                let top: Vec<u32> = r.hits.iter().take(10).map(|h| h.episode).collect();
+                s.hits.iter().take(10).filter(|h| top.contains(&h.episode)).count()
+            })
+            .sum();
+        let wanted_10: usize = scan.iter().map(|s| s.hits.len().min(10)).sum();
+        rows.push(IndexRow {
+            probes: Some(p),
+            anchor_recall: if wanted == 0 { 1.0 } else { found as f64 / wanted as f64 },
+            same_result: same as f64 / queries.len().max(1) as f64,
+            overlap_10: if wanted_10 == 0 { 1.0 } else { overlap as f64 / wanted_10 as f64 },
+            latency_ms: crate::eval::latency(&mut millis),
+        });
+    }
+    memory.set_index_probes(kept)?;
+    Ok(rows)
 }

@@ -78,6 +78,10 @@ pub struct IngestConfig {
     /// longer turn is cut into passages that keep its id (`<id>`, `<id>#1`, `<id>#2`, …), so
     /// nothing of it is lost to truncation; 0 keeps every turn whole (truncated when embedded).
     pub passage_pieces: usize,
+    /// A store whose stored embeddings are reused for texts it holds word for word (default
+    /// none): re-ingesting a history, or histories that share text, embeds only what is new.
+    /// It must have been embedded with this model and these `[embed]` settings.
+    pub reuse_embeddings: Option<std::path::PathBuf>,
 }
 
 impl Default for IngestConfig {
@@ -86,6 +90,7 @@ impl Default for IngestConfig {
             max_turn_bytes: crate::ingest::DEFAULT_MAX_TURN_BYTES,
             chunk_turns: crate::ingest::pipeline::DEFAULT_CHUNK_TURNS,
             passage_pieces: crate::embed::DEFAULT_MAX_SEQ_LEN - 2,
+            reuse_embeddings: None,
         }
     }
 }

@@ -219,12 +219,15 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
-    /// Build a history of a given size: a BEAM conversation with its questions placed among
-    /// real BEAM-10M text, ids shifted so its evidence stays valid; writes a BEAM conversation
-    /// directory (plans of about --plan-tokens) that ingest and eval read like any other.
+    /// Build a history of a given size: BEAM conversations with their questions placed among
+    /// real BEAM-10M text, ids shifted so their evidence stays valid; writes one BEAM
+    /// conversation directory (plans of about --plan-tokens) that ingest and eval read like any
+    /// other.
     ScaleHistory {
-        /// The BEAM conversation directory (chat.json and probing_questions.json).
-        conversation: PathBuf,
+        /// BEAM conversation directories (chat.json and probing_questions.json); several are
+        /// interleaved, their questions asked together.
+        #[arg(required = true)]
+        conversations: Vec<PathBuf>,
         /// Tokens of history (all-MiniLM-L6-v2 word pieces of the messages), e.g. 1000000.
         #[arg(long)]
         tokens: usize,
@@ -241,6 +244,29 @@ enum Command {
         /// Model directory (its tokenizer counts tokens).
         #[arg(long)]
         model_dir: Option<PathBuf>,
+    },
+    /// Measure the dense index of one stored conversation against a scan of every node: per
+    /// probe count, recall of the true dense anchors, agreement with the scan's result, and
+    /// retrieval latency on one core.
+    IndexBench {
+        /// Conversation id (see `myelin stats`).
+        #[arg(long)]
+        conversation: String,
+        /// LoCoMo files or BEAM directories whose questions are asked (their text only, so
+        /// any conversation's questions will do).
+        #[arg(required = true)]
+        questions: Vec<PathBuf>,
+        /// Lists probed per query (comma-separated).
+        #[arg(long, value_delimiter = ',', default_values_t = vec![4, 8, 16, 24, 32, 48, 64])]
+        probes: Vec<usize>,
+        /// Retrieval mode (a synapse-family mode: the baselines always scan).
+        #[arg(long, default_value = "synapse")]
+        mode: String,
+        #[command(flatten)]
+        tuning: RetrieveFlags,
+        /// Also write the rows as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
     },
     /// Time the embedder on a file of sentences (one per line).
     EmbedBench {
@@ -341,6 +367,10 @@ struct IngestFlags {
     /// [config: ingest.passage_pieces, default 254].
     #[arg(long)]
     passage_pieces: Option<usize>,
+    /// Reuse the embeddings this store holds for identical texts, embedding only the rest
+    /// [config: ingest.reuse_embeddings, default none].
+    #[arg(long)]
+    reuse_embeddings: Option<PathBuf>,
 }
 
 /// Retrieval parameters; each overrides its `[retrieve]` / `[retrieve.activation]` config key.
@@ -412,6 +442,19 @@ struct RetrieveFlags {
     /// Weight λ4 of the learned relevance [retrieve.gnn.weight, default: the model card's].
     #[arg(long)]
     gnn_weight: Option<f32>,
+    /// Scan every node instead of using the dense index of large memories
+    /// [retrieve.index.enabled = false].
+    #[arg(long)]
+    no_index: bool,
+    /// Smallest memory, in nodes, searched through a dense index [retrieve.index.min_nodes, default 20000].
+    #[arg(long)]
+    index_min_nodes: Option<usize>,
+    /// Lists of the dense index; 0 = √nodes [retrieve.index.lists, default 0].
+    #[arg(long)]
+    index_lists: Option<usize>,
+    /// Lists of the dense index searched per query [retrieve.index.probes, default 32].
+    #[arg(long)]
+    index_probes: Option<usize>,
 }
 
 /// Settings of the serving API (`[serve]` in the config file).
@@ -467,6 +510,19 @@ impl RetrieveFlags {
         }
         if let Some(w) = self.gnn_weight {
             config.retrieve.gnn.weight = Some(w);
+        }
+        let index = &mut config.retrieve.index;
+        if self.no_index {
+            index.enabled = false;
+        }
+        for (flag, target) in [
+            (self.index_min_nodes, &mut index.min_nodes),
+            (self.index_lists, &mut index.lists),
+            (self.index_probes, &mut index.probes),
+        ] {
+            if let Some(v) = flag {
+                *target = v;
+            }
         }
         let r = &mut config.retrieve;
         let a = &mut r.activation;
@@ -694,7 +750,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             };
             runtime.block_on(bench(&config, args, cli.quiet))?;
         }
-        Command::ScaleHistory { conversation, tokens, out, filler, plan_tokens, model_dir } => {
+        Command::ScaleHistory { conversations, tokens, out, filler, plan_tokens, model_dir } => {
             let filler = match filler {
                 Some(f) => f,
                 None => std::env::var_os("MYELIN_DATASETS")
@@ -706,18 +762,33 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             let embedder = Embedder::load(&config.embed)?;
             let t0 = Instant::now();
-            let r = myelin::scale::build(&conversation, tokens, &filler, plan_tokens, &out, &embedder)?;
+            let r = myelin::scale::build(&conversations, tokens, &filler, plan_tokens, &out, &embedder)?;
             println!(
-                "{}: {} tokens ({} of them the conversation's), {} messages in {} batches, {} plans, {} filler files, {:.1} s",
+                "{}: {} tokens ({} of them the {} conversations'), {} messages in {} batches, {} plans, {} filler files, {:.1} s",
                 out.display(),
                 r.tokens,
                 r.conversation_tokens,
+                r.conversations.len(),
                 r.messages,
                 r.batches,
                 r.plans,
                 r.filler.len(),
                 t0.elapsed().as_secs_f64()
             );
+        }
+        Command::IndexBench { conversation, questions, probes, mode, tuning, json } => {
+            tuning.apply(&mut config)?;
+            let mode = Mode::parse(&mode)?;
+            anyhow::ensure!(mode.is_synapse(), "--mode {mode}: the dense index serves the synapse modes only");
+            runtime.block_on(index_bench(
+                &store,
+                &config,
+                &conversation,
+                &questions,
+                &probes,
+                mode,
+                json.as_deref(),
+            ))?;
         }
         Command::EmbedBench { sentences, batch_size, repeat, json } => {
             if let Some(b) = batch_size {
@@ -741,6 +812,9 @@ fn apply_ingest_flags(config: &mut Config, flags: &IngestFlags) {
     }
     if let Some(p) = flags.passage_pieces {
         config.ingest.passage_pieces = p;
+    }
+    if let Some(r) = &flags.reuse_embeddings {
+        config.ingest.reuse_embeddings = Some(r.clone());
     }
 }
 
@@ -815,7 +889,12 @@ fn print_ingest(s: &IngestSummary, json: bool) -> anyhow::Result<()> {
     t.add_row(vec!["evidence ids unresolved".to_string(), unresolved]);
     t.add_row(vec![
         "embedding".to_string(),
-        format!("{:.1} s, {:.1} episodes/s", s.embed_seconds, s.episodes_per_second),
+        format!(
+            "{:.1} s, {:.1} episodes/s{}",
+            s.embed_seconds,
+            s.episodes_per_second,
+            if s.reused_embeddings > 0 { format!(" ({} reused)", s.reused_embeddings) } else { String::new() }
+        ),
     ]);
     t.add_row(vec![
         "memory graph".to_string(),
@@ -896,6 +975,88 @@ fn embed_bench(path: &Path, config: &Config, repeat: usize, json: bool) -> anyho
             sentences.len(),
             config.embed.batch_size
         );
+    }
+    Ok(())
+}
+
+async fn index_bench(
+    store_dir: &Path,
+    config: &Config,
+    conversation: &str,
+    sources: &[PathBuf],
+    probes: &[usize],
+    mode: Mode,
+    json: Option<&Path>,
+) -> anyhow::Result<()> {
+    let store = Store::open(store_dir).await?;
+    let t0 = Instant::now();
+    let mut memory = load_memory(&store, conversation, config).await?;
+    let load_s = t0.elapsed().as_secs_f64();
+    let t0 = Instant::now();
+    let lists = memory.dense_index().map_or(0, |i| i.lists());
+    let build_s = t0.elapsed().as_secs_f64();
+    let mut texts = Vec::new();
+    for path in sources {
+        let loaded = myelin::ingest::load_path(path, &config.ingest.load_options())
+            .with_context(|| format!("reading questions from {}", path.display()))?;
+        texts.extend(loaded.conversations.into_iter().flat_map(|c| c.questions).map(|q| q.text));
+    }
+    anyhow::ensure!(
+        !texts.is_empty(),
+        "no questions in {}",
+        sources.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+    );
+    let embedder = Embedder::load(&config.embed)?;
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let vectors = embedder.embed(&refs)?;
+    let mut analyzer = Analyzer::new()?;
+    let queries = texts
+        .iter()
+        .zip(vectors.chunks_exact(myelin::embed::EMBEDDING_DIM))
+        .map(|(t, v)| Query::new(&mut analyzer, t, v.to_vec()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let rows = myelin::bench::index_bench(&mut memory, &queries, probes, mode)?;
+    println!(
+        "{conversation}: {} nodes, {} edges; loaded in {load_s:.1} s, index of {lists} lists built in {build_s:.1} s; \
+         {} questions, mode {mode}, one core",
+        memory.graph().node_count(),
+        memory.graph().edges.len(),
+        queries.len()
+    );
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(vec![
+        "probes",
+        "anchor recall",
+        "same result",
+        "top-10 overlap",
+        "p50 ms",
+        "p95 ms",
+        "mean ms",
+        "speed-up (mean)",
+    ]);
+    let scan_mean = rows[0].latency_ms.mean;
+    for r in &rows {
+        t.add_row(vec![
+            r.probes.map_or(format!("scan ({lists})"), |p| p.to_string()),
+            format!("{:.4}", r.anchor_recall),
+            format!("{:.3}", r.same_result),
+            format!("{:.4}", r.overlap_10),
+            format!("{:.2}", r.latency_ms.p50),
+            format!("{:.2}", r.latency_ms.p95),
+            format!("{:.2}", r.latency_ms.mean),
+            format!("{:.1}x", scan_mean / r.latency_ms.mean.max(1e-9)),
+        ]);
+    }
+    println!("{t}");
+    if let Some(path) = json {
+        let v = serde_json::json!({
+            "conversation": conversation, "nodes": memory.graph().node_count(), "edges": memory.graph().edges.len(),
+            "lists": lists, "load_s": load_s, "index_build_s": build_s, "questions": queries.len(), "mode": mode.as_str(),
+            "rows": rows,
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&v)? + "\n")
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
 }
@@ -1302,6 +1463,13 @@ fn print_report(report: &Report) {
         report.top_k,
         report.query_embedding_ms.p50
     );
+    if let Some(i) = &report.index {
+        println!(
+            "dense index: {} memories, {} lists, {} probed per query, built in {:.0} ms (not in latency); \
+             recall of the true dense anchors {:.3} over {} questions",
+            i.memories, i.lists, i.probes, i.build_ms, i.anchor_recall, i.questions
+        );
+    }
     let all = myelin::eval::ANSWERABLE_GROUP;
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);

@@ -1,10 +1,11 @@
-//! Scale histories: a BEAM conversation with its questions placed among real long-history text
-//! (the plans of BEAM-10M conversations), so that its questions can be asked of a history of
+//! Scale histories: BEAM conversations with their questions placed among real long-history text
+//! (the plans of BEAM-10M conversations), so that their questions can be asked of a history of
 //! any size, 100K to 10M tokens, and keep valid labels.
 //!
-//! The conversation's batches are spread evenly through the filler batches, in their order;
-//! every message is renumbered in the order of the result and the questions' `source_chat_ids`
-//! are rewritten to the new ids. The output is a BEAM conversation directory in the BEAM-10M
+//! Each conversation's batches are spread evenly through the history, in their order (several
+//! conversations interleave); every message is renumbered in the order of the result and the
+//! questions' `source_chat_ids` are rewritten to the new ids (the questions of several
+//! conversations are listed together, ability by ability). The output is a BEAM conversation directory in the BEAM-10M
 //! layout (`plan-<n>/chat.json` of about `plan_tokens` tokens each, ids restarting at 0 in every
 //! plan, `probing_questions.json` naming the continued ids) plus `scale.json`, which records
 //! what went in. Tokens are all-MiniLM-L6-v2 word pieces of the messages' content.
@@ -24,17 +25,17 @@ use crate::ingest::{parse_json, read_text};
 /// What went into a scale history (`scale.json`).
 #[derive(Debug, Clone, Serialize)]
 pub struct ScaleReport {
-    /// The conversation whose questions are asked.
-    pub conversation: PathBuf,
+    /// The conversations whose questions are asked.
+    pub conversations: Vec<PathBuf>,
     /// Tokens asked for.
     pub target_tokens: usize,
     /// Tokens written: the conversation's and the filler's.
     pub tokens: usize,
-    /// Tokens of the conversation.
+    /// Tokens of the conversations.
     pub conversation_tokens: usize,
     /// Messages written.
     pub messages: usize,
-    /// Messages of the conversation.
+    /// Messages of the conversations.
     pub conversation_messages: usize,
     /// Batches written.
     pub batches: usize,
@@ -42,19 +43,21 @@ pub struct ScaleReport {
     pub plans: usize,
     /// Filler chat files read, in order (the last one possibly in part).
     pub filler: Vec<PathBuf>,
-    /// Where each of the conversation's batches went (index among all batches).
-    pub placed_at: Vec<usize>,
+    /// Where each of the conversations' batches went (index among all batches), conversation
+    /// by conversation.
+    pub placed_at: Vec<Vec<usize>>,
 }
 
-/// A batch of messages and its token count.
+/// A batch of messages, its token count, and which placed conversation it is from (`None`:
+/// filler).
 struct Batch {
     value: Value,
     tokens: usize,
-    own: bool,
+    own: Option<usize>,
 }
 
 /// The batches of a chat file, each with its word-piece count.
-fn batches(path: &Path, embedder: &Embedder, own: bool) -> Result<Vec<Batch>> {
+fn batches(path: &Path, embedder: &Embedder, own: Option<usize>) -> Result<Vec<Batch>> {
     let value: Value = parse_json(&read_text(path)?, path)?;
     let Value::Array(list) = value else {
         return Err(Error::format(path, "document", "expected a list of batches"));
@@ -81,12 +84,12 @@ fn messages(batch: &Value) -> impl Iterator<Item = &Value> {
     batch.get("turns").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_array).flatten()
 }
 
-/// Writes a history of about `tokens` tokens to `out`: the conversation in `conversation` (a
-/// BEAM conversation directory with `probing_questions.json`) among batches of the filler
+/// Writes a history of about `tokens` tokens to `out`: the conversations in `conversations`
+/// (BEAM conversation directories with `probing_questions.json`) among batches of the filler
 /// conversations under `filler` (BEAM conversation directories, read in natural order, plans
 /// in order), cut into plans of about `plan_tokens` tokens.
 pub fn build(
-    conversation: &Path,
+    conversations: &[PathBuf],
     tokens: usize,
     filler: &Path,
     plan_tokens: usize,
@@ -96,20 +99,38 @@ pub fn build(
     if plan_tokens == 0 {
         return Err(Error::InvalidArgument("plan size must be at least 1 token".into()));
     }
-    let files = chat_files(conversation).ok_or_else(|| Error::UnknownFormat {
-        path: conversation.to_path_buf(),
-        message: format!("not a BEAM conversation directory (no {CHAT_FILE})"),
-    })?;
-    if files.len() != 1 {
-        return Err(Error::InvalidArgument(format!(
-            "{}: a conversation in plans cannot be placed; give a single-chat conversation",
-            conversation.display()
-        )));
+    if conversations.is_empty() {
+        return Err(Error::InvalidArgument("no conversation to place".into()));
     }
-    let questions_path = conversation.join(QUESTIONS_FILE);
-    let mut questions: Value = parse_json(&read_text(&questions_path)?, &questions_path)?;
-    let own = batches(&files[0], embedder, true)?;
-    let own_tokens: usize = own.iter().map(|b| b.tokens).sum();
+    let mut files = Vec::with_capacity(conversations.len());
+    let mut question_files = Vec::with_capacity(conversations.len());
+    let mut own_lists = Vec::with_capacity(conversations.len());
+    for (k, conversation) in conversations.iter().enumerate() {
+        let chats = chat_files(conversation).ok_or_else(|| Error::UnknownFormat {
+            path: conversation.to_path_buf(),
+            message: format!("not a BEAM conversation directory (no {CHAT_FILE})"),
+        })?;
+        let [chat] = chats.as_slice() else {
+            return Err(Error::InvalidArgument(format!(
+                "{}: a conversation in plans cannot be placed; give a single-chat conversation",
+                conversation.display()
+            )));
+        };
+        let questions_path = conversation.join(QUESTIONS_FILE);
+        question_files.push((parse_json::<Value>(&read_text(&questions_path)?, &questions_path)?, questions_path));
+        own_lists.push(batches(chat, embedder, Some(k))?);
+        files.push(chat.clone());
+    }
+    let own_tokens: usize = own_lists.iter().flatten().map(|b| b.tokens).sum();
+    // Conversation k's batch i goes at the fraction (i+1)/(C_k+1) of the history: each spread
+    // evenly, in order, several interleaved.
+    let mut own: Vec<(f64, usize, Batch)> = Vec::new();
+    for (k, list) in own_lists.into_iter().enumerate() {
+        let c = list.len();
+        own.extend(list.into_iter().enumerate().map(|(i, b)| ((i + 1) as f64 / (c + 1) as f64, k, b)));
+    }
+    own.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let own: Vec<Batch> = own.into_iter().map(|(_, _, b)| b).collect();
 
     // Filler batches, in order, until the history holds `tokens`.
     let mut fill = Vec::new();
@@ -127,7 +148,7 @@ pub fn build(
                 break 'fill;
             }
             used.push(file.clone());
-            for b in batches(&file, embedder, false)? {
+            for b in batches(&file, embedder, None)? {
                 if have >= tokens {
                     break 'fill;
                 }
@@ -146,20 +167,22 @@ pub fn build(
     // The conversation's batch i goes before filler batch ⌊(i+1)·F/(C+1)⌋.
     let (c, f) = (own.len(), fill.len());
     let mut merged: Vec<Batch> = Vec::with_capacity(c + f);
-    let mut placed_at = Vec::with_capacity(c);
+    let mut placed_at = vec![Vec::new(); conversations.len()];
     let mut fill = fill.into_iter();
     let mut taken = 0;
     for (i, batch) in own.into_iter().enumerate() {
         let before = (i + 1) * f / (c + 1);
         merged.extend(fill.by_ref().take(before - taken));
         taken = before;
-        placed_at.push(merged.len());
+        if let Some(k) = batch.own {
+            placed_at[k].push(merged.len());
+        }
         merged.push(batch);
     }
     merged.extend(fill);
 
-    // Renumber messages and batches; map the conversation's ids.
-    let mut new_id: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
+    // Renumber messages and batches; map each conversation's ids.
+    let mut new_id: Vec<std::collections::HashMap<String, u64>> = vec![Default::default(); conversations.len()];
     let mut next_id = 0u64;
     let mut plans: Vec<Vec<Value>> = vec![Vec::new()];
     let (mut plan_start, mut plan_tokens_so_far) = (0u64, 0usize);
@@ -175,13 +198,13 @@ pub fn build(
         batch.value["batch_number"] = json!(plans.last().map_or(0, Vec::len) + 1);
         let turns = batch.value.get_mut("turns").and_then(Value::as_array_mut).into_iter().flatten();
         for m in turns.filter_map(Value::as_array_mut).flatten() {
-            if batch.own {
+            if let Some(k) = batch.own {
                 let old = match m.get("id") {
                     Some(Value::Number(x)) => x.to_string(),
                     Some(Value::String(x)) => x.clone(),
-                    _ => return Err(Error::format(&files[0], format!("batch {n}"), "a message without an id")),
+                    _ => return Err(Error::format(&files[k], format!("batch {n}"), "a message without an id")),
                 };
-                new_id.insert(old, next_id);
+                new_id[k].insert(old, next_id);
             }
             m["id"] = json!(next_id - plan_start);
             next_id += 1;
@@ -190,7 +213,26 @@ pub fn build(
             plan.push(batch.value);
         }
     }
-    remap_sources(&mut questions, &new_id);
+    let mut questions = Value::Null;
+    for ((mut q, path), ids) in question_files.into_iter().zip(&new_id) {
+        remap_sources(&mut q, ids);
+        questions = match (questions, q) {
+            (Value::Null, q) => q,
+            (Value::Object(mut all), Value::Object(more)) => {
+                for (ability, list) in more {
+                    match (all.get_mut(&ability), list) {
+                        (Some(Value::Array(have)), Value::Array(add)) => have.extend(add),
+                        (None, list) => {
+                            all.insert(ability, list);
+                        }
+                        _ => return Err(Error::format(&path, ability, "expected a list of questions")),
+                    }
+                }
+                Value::Object(all)
+            }
+            _ => return Err(Error::format(&path, "document", "expected an object of question lists")),
+        };
+    }
 
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
     for (p, plan) in plans.iter().enumerate() {
@@ -200,12 +242,12 @@ pub fn build(
     }
     write_json(&out.join(QUESTIONS_FILE), &questions, true)?;
     let report = ScaleReport {
-        conversation: conversation.to_path_buf(),
+        conversations: conversations.to_vec(),
         target_tokens: tokens,
         tokens: total_tokens,
         conversation_tokens: own_tokens,
         messages: next_id as usize,
-        conversation_messages: new_id.len(),
+        conversation_messages: new_id.iter().map(|m| m.len()).sum(),
         batches: batch_count,
         plans: plans.len(),
         filler: used,

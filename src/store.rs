@@ -348,6 +348,11 @@ impl Store {
         self.manifest.generation
     }
 
+    /// The model its embeddings come from.
+    pub fn embedding_model(&self) -> &str {
+        &self.manifest.embedding_model
+    }
+
     /// Versions, row counts and size on disk.
     pub async fn info(&self) -> Result<StoreInfo> {
         let mut table_rows = BTreeMap::new();

@@ -154,6 +154,26 @@ pub struct Report {
     pub mode_order: Vec<String>,
     /// The learned relevance, when `synapse-gnn` ran.
     pub gnn: Option<GnnUse>,
+    /// The dense index, when retrieval ran on the CPU over memories large enough for one.
+    pub index: Option<IndexUse>,
+}
+
+/// How the dense index served an evaluation (`retrieve::index`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct IndexUse {
+    /// Memories searched through an index.
+    pub memories: usize,
+    /// Their lists, in all.
+    pub lists: usize,
+    /// Lists probed per query.
+    pub probes: usize,
+    /// Time to build the indices (k-means), before any question ran.
+    pub build_ms: f64,
+    /// Questions asked of those memories.
+    pub questions: usize,
+    /// Share of the questions' true dense anchors (the top `anchor_k` by a scan of every
+    /// node) that the probed lists held.
+    pub anchor_recall: f64,
 }
 
 /// Which learned model `synapse-gnn` used.
@@ -380,6 +400,8 @@ pub async fn evaluate(
     };
     let engine = Engine::new(memories, gpu)?;
     let refs: Vec<(usize, &Query)> = requests.iter().map(|(m, q)| (*m, q)).collect();
+    let index =
+        if engine.choice().backend == Backend::Cpu { index_use(engine.memories(), &refs, config) } else { None };
     let mut batched = BTreeMap::new();
     for &mode in &options.modes {
         let outcome = |m: usize, r: &Retrieval, millis: f64| {
@@ -431,6 +453,30 @@ pub async fn evaluate(
         modes,
         mode_order: options.modes.iter().map(|m| m.as_str().to_string()).collect(),
         gnn,
+        index,
+    })
+}
+
+/// Builds the dense index of every memory that gets one (timed, so no question pays for it)
+/// and measures the recall of the questions' true dense anchors; `None` when no memory has one.
+fn index_use(memories: &[Memory], refs: &[(usize, &Query)], config: &RetrieveConfig) -> Option<IndexUse> {
+    use rayon::prelude::*;
+    let t0 = Instant::now();
+    let lists: Vec<usize> = memories.iter().filter_map(|m| m.dense_index().map(|i| i.lists())).collect();
+    if lists.is_empty() {
+        return None;
+    }
+    let build_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let recall: Vec<(usize, usize)> =
+        refs.par_iter().filter_map(|&(m, q)| memories[m].dense_anchor_recall(q)).collect();
+    let (found, wanted) = recall.iter().fold((0, 0), |(f, w), &(a, b)| (f + a, w + b));
+    Some(IndexUse {
+        memories: lists.len(),
+        lists: lists.iter().sum(),
+        probes: config.index.probes,
+        build_ms,
+        questions: recall.len(),
+        anchor_recall: if wanted == 0 { 1.0 } else { found as f64 / wanted as f64 },
     })
 }
 
@@ -567,7 +613,7 @@ pub fn auc(positive: &[f64], negative: &[f64]) -> Option<f64> {
 }
 
 /// Nearest-rank percentiles and mean (all 0 for no values).
-fn latency(values: &mut [f64]) -> Latency {
+pub fn latency(values: &mut [f64]) -> Latency {
     if values.is_empty() {
         return Latency { p50: 0.0, p95: 0.0, mean: 0.0 };
     }

@@ -12,7 +12,7 @@ use crate::activation::{self, ActivationConfig, Spreading};
 use crate::embed::EMBEDDING_DIM;
 use crate::error::{Error, Result};
 use crate::graph::pagerank::Transition;
-use crate::retrieve::{dot, rank_order};
+use crate::retrieve::{dot, top_order};
 
 use super::Gpu;
 use super::corpus::{Corpus, GraphInput};
@@ -68,7 +68,7 @@ impl Kernels for CpuKernels {
     }
 
     fn top_k(&self, scores: &[Vec<f32>], k: usize) -> Result<Vec<Vec<u32>>> {
-        Ok(scores.par_iter().map(|s| rank_order(s).into_iter().take(k).collect()).collect())
+        Ok(scores.par_iter().map(|s| top_order(s, k)).collect())
     }
 
     fn top_m_values(&self, u: &[Vec<f32>], m: usize) -> Result<Vec<Vec<f32>>> {

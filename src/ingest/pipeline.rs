@@ -6,7 +6,7 @@
 //! do) nor know the on-disk schema (the store does).
 
 use std::borrow::Cow;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -55,6 +55,8 @@ pub struct IngestSummary {
     pub embed_seconds: f64,
     /// Episodes embedded per second of embedding time.
     pub episodes_per_second: f64,
+    /// Episodes whose embedding came from `ingest.reuse_embeddings` (not embedded again).
+    pub reused_embeddings: usize,
     /// Concept nodes in the graphs built.
     pub concepts: usize,
     /// Edges in the graphs built.
@@ -146,6 +148,11 @@ pub async fn ingest_loaded(
     progress.set_length(total_turns as u64);
 
     check_passages(config)?;
+    let reuse = match &options.reuse_embeddings {
+        Some(dir) => Some(Reuse::read(dir).await?),
+        None => None,
+    };
+    let mut reused = 0;
     let mut txn = Store::begin_write(store_root).await?;
     let existing: BTreeSet<String> = txn.base().conversations().await?.into_iter().map(|c| c.id).collect();
     let mut embed_time = Duration::ZERO;
@@ -166,7 +173,14 @@ pub async fn ingest_loaded(
         for chunk in rows.chunks(options.chunk_turns) {
             let texts: Vec<String> = chunk.iter().map(|(_, t)| t.embedding_text()).collect();
             let t0 = Instant::now();
-            let embeddings = blocking(|| embedder.embed(&texts))?;
+            let embeddings = match &reuse {
+                Some(r) => {
+                    let (v, n) = r.embed(&texts, embedder)?;
+                    reused += n;
+                    v
+                }
+                None => blocking(|| embedder.embed(&texts))?,
+            };
             embed_time += t0.elapsed();
             let sessions: Vec<u32> = chunk.iter().map(|(s, _)| *s).collect();
             let turns: Vec<&Turn> = chunk.iter().map(|(_, t)| *t).collect();
@@ -201,11 +215,69 @@ pub async fn ingest_loaded(
         seconds: started.elapsed().as_secs_f64(),
         embed_seconds,
         episodes_per_second: if embed_seconds > 0.0 { episodes as f64 / embed_seconds } else { 0.0 },
+        reused_embeddings: reused,
         concepts,
         edges,
         graph_seconds: graph_time.as_secs_f64(),
         store_generation: store.generation(),
     })
+}
+
+/// The embeddings of another store by embedding text (`ingest.reuse_embeddings`).
+struct Reuse {
+    by_text: HashMap<String, Vec<f32>>,
+}
+
+impl Reuse {
+    /// Every episode embedding `dir` stores. Its model must be this build's.
+    async fn read(dir: &Path) -> Result<Reuse> {
+        let store = Store::open(dir).await?;
+        if store.generation() == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "{}: no store there to reuse embeddings from (ingest.reuse_embeddings)",
+                dir.display()
+            )));
+        }
+        let model = store.embedding_model();
+        if model != crate::store::EMBEDDING_MODEL {
+            return Err(Error::InvalidArgument(format!(
+                "{}: embeddings of {model}, not {}: they cannot be reused",
+                dir.display(),
+                crate::store::EMBEDDING_MODEL
+            )));
+        }
+        let mut by_text = HashMap::new();
+        for c in store.conversations().await? {
+            for e in store.episodes(&c.id).await? {
+                if e.embedding.len() == EMBEDDING_DIM {
+                    by_text.insert(e.embedding_text(), e.embedding);
+                }
+            }
+        }
+        Ok(Reuse { by_text })
+    }
+
+    /// Embeddings of `texts` (rows in order): the stored ones where there are, the others
+    /// embedded in one pass. Returns them and how many were reused.
+    fn embed(&self, texts: &[String], embedder: &Embedder) -> Result<(Vec<f32>, usize)> {
+        let missing: Vec<&str> = texts.iter().filter(|t| !self.by_text.contains_key(*t)).map(String::as_str).collect();
+        let fresh = if missing.is_empty() { Vec::new() } else { blocking(|| embedder.embed(&missing))? };
+        let mut fresh = fresh.chunks_exact(EMBEDDING_DIM);
+        let mut out = Vec::with_capacity(texts.len() * EMBEDDING_DIM);
+        for t in texts {
+            match self.by_text.get(t) {
+                Some(v) => out.extend_from_slice(v),
+                None => out.extend_from_slice(fresh.next().ok_or_else(|| {
+                    Error::Batch(format!(
+                        "the embedder returned {} vectors for {} texts",
+                        missing.len() - 1,
+                        missing.len()
+                    ))
+                })?),
+            }
+        }
+        Ok((out, texts.len() - missing.len()))
+    }
 }
 
 /// Builds the graph of a conversation from its episodes' (embedding text, timestamp) in

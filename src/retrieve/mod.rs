@@ -8,6 +8,7 @@
 
 pub mod bm25;
 pub mod engine;
+pub mod index;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -26,6 +27,7 @@ use crate::graph::pagerank::Transition;
 use crate::graph::{EdgeKind, Graph, NodeRef};
 use crate::store::Episode;
 use bm25::{Analyzer, Bm25Index};
+use index::{DenseIndex, IndexConfig};
 
 /// A retrieval mode; the names are the CLI values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -159,6 +161,8 @@ pub struct RetrieveConfig {
     pub activation: ActivationConfig,
     /// The learned relevance signal of `synapse-gnn`.
     pub gnn: GnnConfig,
+    /// The dense index of large memories (CPU retrieval in the synapse modes).
+    pub index: IndexConfig,
 }
 
 /// Settings of the learned relevance signal (`synapse-gnn`).
@@ -202,6 +206,7 @@ impl Default for RetrieveConfig {
             bm25_b: bm25::DEFAULT_B,
             activation: ActivationConfig::default(),
             gnn: GnnConfig::default(),
+            index: IndexConfig::default(),
         }
     }
 }
@@ -223,6 +228,7 @@ impl RetrieveConfig {
         {
             return Err(Error::InvalidArgument(format!("gnn.weight {w} is not a finite non-negative number")));
         }
+        self.index.validate()?;
         self.activation.validate()
     }
 
@@ -392,6 +398,8 @@ pub struct Memory {
     importance: Vec<f32>,
     /// The model of `synapse-gnn`, loaded on first use (a load error is kept and returned).
     relevance: std::sync::OnceLock<std::result::Result<Arc<Relevance>, String>>,
+    /// The dense index, built on the first query that uses it (`None`: this memory scans).
+    index: std::sync::OnceLock<Option<DenseIndex>>,
     config: RetrieveConfig,
 }
 
@@ -473,6 +481,7 @@ impl Memory {
             age,
             importance,
             relevance: std::sync::OnceLock::new(),
+            index: std::sync::OnceLock::new(),
             conversation: conversation.to_string(),
             episodes,
             no_graph: Spreading::empty(n),
@@ -812,11 +821,137 @@ impl Memory {
     /// similarity, ascending node id.
     fn anchors(&self, base: &Base) -> Vec<u32> {
         let k = self.config.anchor_k;
-        let mut anchors: Vec<u32> = rank_order(&base.dense).into_iter().take(k).collect();
-        anchors.extend(rank_order(&base.bm25).into_iter().take(k).filter(|&i| base.bm25[i as usize] > 0.0));
+        let mut anchors: Vec<u32> = top_order(&base.dense, k);
+        anchors.extend(top_order(&base.bm25, k).into_iter().filter(|&i| base.bm25[i as usize] > 0.0));
         anchors.sort_unstable();
         anchors.dedup();
         anchors
+    }
+
+    /// The dense index of this memory, built on first use; `None` when the settings give it
+    /// none (see [`IndexConfig::applies`]).
+    pub fn dense_index(&self) -> Option<&DenseIndex> {
+        let n = self.graph.node_count();
+        let c = &self.config.index;
+        if !c.applies(n) {
+            return None;
+        }
+        self.index.get_or_init(|| Some(DenseIndex::build(&self.embeddings, c.lists_for(n), c.seed))).as_ref()
+    }
+
+    /// Changes the lists probed per query; a built index is kept. Probing every list (or
+    /// more) makes queries scan.
+    pub fn set_index_probes(&mut self, probes: usize) -> Result<()> {
+        let index = IndexConfig { probes, ..self.config.index.clone() };
+        index.validate()?;
+        self.config.index = index;
+        Ok(())
+    }
+
+    /// How many of the query's true `anchor_k` dense anchors (by a scan of every node) the
+    /// dense index finds, and `anchor_k`; `None` without an index.
+    pub fn dense_anchor_recall(&self, query: &Query) -> Option<(usize, usize)> {
+        let index = self.dense_index()?;
+        let k = self.config.anchor_k;
+        let probe = index.probe(&self.embeddings, &query.embedding, self.config.index.probes);
+        let found = self.dense_anchors(&probe);
+        let dense: Vec<f32> = self.embeddings.chunks_exact(EMBEDDING_DIM).map(|v| dot(v, &query.embedding)).collect();
+        let truth = top_order(&dense, k);
+        Some((truth.iter().filter(|t| found.contains(t)).count(), truth.len()))
+    }
+
+    /// The `anchor_k` best probed nodes by cosine (ties by lower node).
+    fn dense_anchors(&self, probe: &index::Probe) -> Vec<u32> {
+        let cosines: Vec<f32> = probe.nodes.iter().map(|p| p.1).collect();
+        top_order(&cosines, self.config.anchor_k).into_iter().map(|k| probe.nodes[k as usize].0).collect()
+    }
+
+    /// A synapse-family mode through the dense index: the dense anchors come from the probed
+    /// lists, and only nodes whose score bound (their cosine, or its bound from the index, in
+    /// the hybrid score) could place them in the result are scored. The ranking of the scored
+    /// nodes is then the scan's exactly (see [`Memory::rank_hits`]); only the dense anchors may
+    /// differ, when a true one lies in a list not probed.
+    fn run_indexed(&self, query: &Query, mode: Mode, index: &DenseIndex) -> Retrieval {
+        let n = self.graph.node_count();
+        let c = &self.config;
+        let mut bm25 = vec![0.0f32; n];
+        self.bm25.score_into(&query.terms, &mut bm25);
+        let max = bm25.iter().copied().fold(0.0f32, f32::max);
+        let w = c.lexical_weight;
+        // The same expression as `base`, so a scored node's score is the scan's to the bit.
+        let sim = |cosine: f32, i: usize| {
+            if w == 0.0 || max == 0.0 { cosine } else { (1.0 - w) * cosine + w * bm25[i] / max }
+        };
+        let probe = index.probe(&self.embeddings, &query.embedding, c.index.probes);
+        let mut known = vec![f32::NAN; n];
+        for &(i, x) in &probe.nodes {
+            known[i as usize] = x;
+        }
+        let cosine = |i: u32| {
+            let x = known[i as usize];
+            if x.is_nan() { dot(self.embedding(i), &query.embedding) } else { x }
+        };
+        let mut anchors = self.dense_anchors(&probe);
+        anchors.extend(top_order(&bm25, c.anchor_k).into_iter().filter(|&i| bm25[i as usize] > 0.0));
+        anchors.sort_unstable();
+        anchors.dedup();
+        let mut a0 = vec![0.0f32; n];
+        for &i in &anchors {
+            a0[i as usize] = (c.alpha * sim(cosine(i), i as usize)).max(0.0);
+        }
+        let a = activation::spread(self.spreading_for(mode), &c.activation_for(mode), &a0, None);
+        let pagerank = |i: usize| if mode == Mode::NoGraph { 0.0 } else { self.graph.pagerank[i] };
+        let hybrid = |cosine: f32, i: usize| {
+            c.lambda_similarity * sim(cosine, i) + c.lambda_activation * a[i] + c.lambda_pagerank * pagerank(i)
+        };
+        let bound: Vec<f32> =
+            (0..n).map(|i| hybrid(if known[i].is_nan() { index.bound(&probe, i) } else { known[i] }, i)).collect();
+        let score = |i: u32| hybrid(cosine(i), i as usize);
+        let (hits, top) = self.rank_hits(&bound, false, &score, &|i, s| Signals {
+            dense: cosine(i as u32),
+            bm25: bm25[i],
+            activation: Some(a[i]),
+            pagerank: Some(pagerank(i)),
+            relevance: None,
+            score: s,
+        });
+        let confidence = top.map_or(0.0, |i| a[i as usize]);
+        self.gate(query, Retrieval { mode, hits, confidence, rejected: false, anchors })
+    }
+
+    /// The result's episodes: nodes are taken best first (score descending, then node id)
+    /// through [`Memory::expand`] until `top_k` episodes are in. `bound` holds each node's
+    /// score when `exact`, otherwise an upper bound of it; `score` gives a node's exact score.
+    /// Only a window of the best bounds is scored, widened until every node outside it is
+    /// bounded below the last node the result used, so the result is the full ranking's.
+    /// Returns the hits and the top-ranked node.
+    fn rank_hits(
+        &self,
+        bound: &[f32],
+        exact: bool,
+        score: &dyn Fn(u32) -> f32,
+        signals: &dyn Fn(usize, f32) -> Signals,
+    ) -> (Vec<Hit>, Option<u32>) {
+        let n = bound.len();
+        let top_k = self.config.top_k;
+        let mut window = (4 * top_k + 64).min(n);
+        loop {
+            let (chosen, next) = select_top(bound, window);
+            let mut order: Vec<(u32, f32)> =
+                chosen.into_iter().map(|i| (i, if exact { bound[i as usize] } else { score(i) })).collect();
+            if !exact {
+                order.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
+            }
+            let (hits, used) = self.expand(&order, score, signals);
+            let settled = match next {
+                None => true,
+                Some(next) => hits.len() >= top_k && (exact || order[used - 1].1 > next),
+            };
+            if settled {
+                return (hits, order.first().map(|o| o.0));
+            }
+            window = (window * 4).min(n);
+        }
     }
 
     fn run(&self, query: &Query, base: &Base, mode: Mode, trace: Option<&mut Trace>) -> Retrieval {
@@ -861,7 +996,7 @@ impl Memory {
                             .collect()
                     }
                 };
-                let order = rank_order(&scores);
+                let order = top_order(&episode_only(&scores), self.config.top_k);
                 let hits: Vec<Hit> = order
                     .iter()
                     .filter(|&&i| matches!(self.graph.nodes[i as usize], NodeRef::Episode(_)))
@@ -883,13 +1018,19 @@ impl Memory {
                 }
                 let ppr = self.transition.rank(self.config.ppr_damping as f64, Some(&teleport));
                 let scores: Vec<f32> = ppr.iter().map(|&p| (p * n as f64) as f32).collect();
-                let hits = self.expand(&rank_order(&scores), |i| {
-                    signals(i, scores[i], Some(scores[i]), Some(self.graph.pagerank[i]))
+                let (hits, _) = self.rank_hits(&scores, true, &|i| scores[i as usize], &|i, s| {
+                    signals(i, s, Some(s), Some(self.graph.pagerank[i]))
                 });
                 let confidence = hits.first().map_or(0.0, |h| h.signals.score);
                 self.gate(query, Retrieval { mode, hits, confidence, rejected: false, anchors })
             }
             _ => {
+                if trace.is_none()
+                    && self.config.lambda_similarity >= 0.0
+                    && let Some(index) = self.dense_index()
+                {
+                    return self.run_indexed(query, mode, index);
+                }
                 let anchors = self.anchors(base);
                 let mut a0 = vec![0.0f32; n];
                 for &a in &anchors {
@@ -904,9 +1045,10 @@ impl Memory {
                         c.lambda_similarity * base.sim[i] + c.lambda_activation * a[i] + c.lambda_pagerank * pagerank[i]
                     })
                     .collect();
-                let order = rank_order(&scores);
-                let confidence = order.first().map_or(0.0, |&i| a[i as usize]);
-                let hits = self.expand(&order, |i| signals(i, scores[i], Some(a[i]), Some(pagerank[i])));
+                let (hits, top) = self.rank_hits(&scores, true, &|i| scores[i as usize], &|i, s| {
+                    signals(i, s, Some(a[i]), Some(pagerank[i]))
+                });
+                let confidence = top.map_or(0.0, |i| a[i as usize]);
                 self.gate(query, Retrieval { mode, hits, confidence, rejected: false, anchors })
             }
         }
@@ -957,38 +1099,43 @@ impl Memory {
         }
     }
 
-    /// Walks a node ranking into at most `top_k` distinct episodes: an episode node stands for
-    /// itself; a concept (when enabled) for its linked episode that ranks best and is not yet
-    /// taken. (`walk` in shaders/score.wgsl is the GPU's twin.)
-    fn expand(&self, order: &[u32], signals: impl Fn(usize) -> Signals) -> Vec<Hit> {
-        let mut position = vec![u32::MAX; self.graph.node_count()];
-        for (p, &i) in order.iter().enumerate() {
-            position[i as usize] = p as u32;
-        }
+    /// Walks a node ranking, (node, score) best first, into at most `top_k` distinct episodes:
+    /// an episode node stands for itself; a concept (when enabled) for its linked episode that
+    /// ranks best (`score`, then lower node) and is not yet taken. Returns the hits and how
+    /// many nodes of `order` it used. (`walk` in shaders/score.wgsl is the GPU's twin.)
+    fn expand(
+        &self,
+        order: &[(u32, f32)],
+        score: &dyn Fn(u32) -> f32,
+        signals: &dyn Fn(usize, f32) -> Signals,
+    ) -> (Vec<Hit>, usize) {
         let mut taken = vec![false; self.episodes.len()];
         let mut hits = Vec::with_capacity(self.config.top_k);
-        for &i in order {
+        let mut used = 0;
+        for &(i, s) in order {
             if hits.len() >= self.config.top_k {
                 break;
             }
+            used += 1;
             let episode = match self.graph.nodes[i as usize] {
                 NodeRef::Episode(e) => Some(e),
                 NodeRef::Concept(_) if self.config.concepts_in_results => self.concept_episodes[i as usize]
                     .iter()
                     .copied()
                     .filter(|&e| !taken[self.episode_of(e) as usize])
-                    .min_by_key(|&e| position[e as usize])
-                    .map(|e| self.episode_of(e)),
+                    .map(|e| (e, score(e)))
+                    .min_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)))
+                    .map(|(e, _)| self.episode_of(e)),
                 NodeRef::Concept(_) => None,
             };
             if let Some(e) = episode
                 && !taken[e as usize]
             {
                 taken[e as usize] = true;
-                hits.push(Hit { episode: e, node: i, signals: signals(i as usize) });
+                hits.push(Hit { episode: e, node: i, signals: signals(i as usize, s) });
             }
         }
-        hits
+        (hits, used)
     }
 }
 
@@ -1029,6 +1176,28 @@ pub fn rank_order(scores: &[f32]) -> Vec<u32> {
     let mut order: Vec<u32> = (0..scores.len() as u32).collect();
     order.sort_by(|&a, &b| scores[b as usize].total_cmp(&scores[a as usize]).then(a.cmp(&b)));
     order
+}
+
+/// The first `k` node ids of [`rank_order`], without sorting the rest.
+pub fn top_order(scores: &[f32], k: usize) -> Vec<u32> {
+    select_top(scores, k).0
+}
+
+/// The first `k` node ids of [`rank_order`] and the score of the next one (`None` when every
+/// node is among them): a selection in O(n) and a sort of the `k` chosen.
+fn select_top(scores: &[f32], k: usize) -> (Vec<u32>, Option<f32>) {
+    let order = |a: &u32, b: &u32| scores[*b as usize].total_cmp(&scores[*a as usize]).then(a.cmp(b));
+    let mut ids: Vec<u32> = (0..scores.len() as u32).collect();
+    let next = if k < ids.len() {
+        ids.select_nth_unstable_by(k, order);
+        let next = scores[ids[k] as usize];
+        ids.truncate(k);
+        Some(next)
+    } else {
+        None
+    };
+    ids.sort_unstable_by(order);
+    (ids, next)
 }
 
 /// The first word of a speaker's name, lower case ("Caroline", "Dr. Ann Lee" → "dr").

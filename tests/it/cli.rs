@@ -210,3 +210,40 @@ fn real_beam_conversation_ingests_completely() {
     ok(&whole, &["ingest", conv.to_str().expect("utf-8"), "--passage-pieces", "0"]);
     assert_eq!(stats(&whole)["conversations"][0]["turns"], messages);
 }
+
+/// `--reuse-embeddings`: a second store takes the first's vectors for every text it holds word
+/// for word (bit for bit the same vectors) and embeds only a changed turn; a missing source
+/// store is an error that names it.
+#[test]
+fn reuse_embeddings_embeds_only_new_text() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (first, second) = (dir.path().join("first"), dir.path().join("second"));
+    let demo = root().join("datasets/demo.json");
+    let demo_arg = demo.to_str().expect("utf-8");
+    let plain: Value = serde_json::from_str(&ok(&first, &["ingest", demo_arg, "--json"])).expect("JSON");
+    assert_eq!(plain["reused_embeddings"], 0);
+    let mut changed: Value = serde_json::from_str(&std::fs::read_to_string(&demo).expect("demo")).expect("demo JSON");
+    changed[0]["conversation"]["session_1"][0]["text"] = "Something nobody said before, about kayaks.".into();
+    let changed_path = dir.path().join("changed.json");
+    std::fs::write(&changed_path, changed.to_string()).expect("write");
+    let first_arg = first.to_str().expect("utf-8");
+    let summary: Value = serde_json::from_str(&ok(
+        &second,
+        &["ingest", changed_path.to_str().expect("utf-8"), "--reuse-embeddings", first_arg, "--json"],
+    ))
+    .expect("JSON");
+    let episodes = summary["episodes"].as_u64().expect("episodes");
+    assert_eq!(summary["reused_embeddings"].as_u64(), Some(episodes - 1), "{summary}");
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let (a, b) = runtime.block_on(async {
+        let a = myelin::store::Store::open(&first).await.expect("first").episodes("demo").await.expect("episodes");
+        let b = myelin::store::Store::open(&second).await.expect("second").episodes("demo").await.expect("episodes");
+        (a, b)
+    });
+    assert_eq!(a.len(), b.len());
+    assert_ne!(a[0].embedding, b[0].embedding, "the changed turn is embedded anew");
+    assert!(a[1..].iter().zip(&b[1..]).all(|(x, y)| x.text == y.text && x.embedding == y.embedding));
+    let missing = dir.path().join("nowhere");
+    let err = fails(&second, &["ingest", demo_arg, "--reuse-embeddings", missing.to_str().expect("utf-8")]);
+    assert!(err.contains("nowhere") && err.contains("no store there"), "{err}");
+}

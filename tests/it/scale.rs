@@ -16,8 +16,15 @@ fn a_scale_history_keeps_every_question_on_its_evidence() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("1M").join("1");
     let source = data.join("beam/100K/1");
-    let report = myelin::scale::build(&source, 1_000_000, &data.join("beam/10M-plans"), 400_000, &out, &embedder)
-        .expect("build");
+    let report = myelin::scale::build(
+        std::slice::from_ref(&source),
+        1_000_000,
+        &data.join("beam/10M-plans"),
+        400_000,
+        &out,
+        &embedder,
+    )
+    .expect("build");
     assert!(report.tokens >= 1_000_000 && report.tokens < 1_200_000, "{report:?}");
     assert!(report.plans >= 2, "{report:?}");
     let options = LoadOptions::default();
@@ -43,6 +50,46 @@ fn a_scale_history_keeps_every_question_on_its_evidence() {
     // The conversation is spread through the history, not left at one end.
     let first = scaled.turns().position(|t| t.text == original.sessions[0].turns[0].text).expect("placed");
     assert!(first > 0 && first < scaled.turn_count() / 2, "first message at {first}");
+}
+
+/// Two conversations in one history: both spread through it, interleaved; their questions
+/// listed together, each still on the text of its own evidence.
+#[test]
+fn several_conversations_share_one_history_and_keep_their_evidence() {
+    let Some(data) = datasets() else { return };
+    let embedder = Embedder::load(&Default::default()).expect("model (scripts/fetch-model.sh)");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("two");
+    let sources = [data.join("beam/100K/1"), data.join("beam/100K/2")];
+    let report = myelin::scale::build(&sources, 600_000, &data.join("beam/10M-plans"), 1_000_000, &out, &embedder)
+        .expect("build");
+    assert_eq!(report.conversations.len(), 2);
+    assert!(report.tokens >= 600_000, "{report:?}");
+    let options = LoadOptions::default();
+    let scaled = load_path(&out, &options).expect("scaled").conversations.remove(0);
+    let after: HashMap<String, String> = scaled.turns().map(|t| (t.id.clone(), t.text.clone())).collect();
+    let mut scaled_questions = scaled.questions.iter();
+    let mut checked = 0;
+    for (k, source) in sources.iter().enumerate() {
+        let original = load_path(source, &options).expect("source").conversations.remove(0);
+        let before: HashMap<String, String> = original.turns().map(|t| (t.id.clone(), t.text.clone())).collect();
+        // Questions come ability by ability: match each original question by its text.
+        for q in &original.questions {
+            let s = scaled.questions.iter().find(|s| s.text == q.text && s.category == q.category).expect("asked");
+            assert_eq!(q.evidence.len(), s.evidence.len(), "{}", q.text);
+            for (a, b) in q.evidence.iter().zip(&s.evidence) {
+                assert_eq!(before[a], after[b], "conversation {k}, {}: evidence {a} became {b}", q.text);
+                checked += 1;
+            }
+        }
+        let placed = &report.placed_at[k];
+        let batches = report.batches;
+        assert!(placed.last().expect("placed") - placed[0] >= batches / 2, "{k}: {placed:?} of {batches}");
+    }
+    assert_eq!(scaled_questions.by_ref().count(), 40, "20 questions each");
+    assert!(checked >= 90, "{checked} evidence ids checked");
+    let (a, b) = (&report.placed_at[0], &report.placed_at[1]);
+    assert!(a.iter().any(|x| b.iter().any(|y| y < x)) && b.iter().any(|y| a.iter().any(|x| x < y)), "interleaved");
 }
 
 #[test]
