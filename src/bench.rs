@@ -547,12 +547,12 @@ mod tests {
     }
 }
 
-/// One probe setting of [`index_bench`]: the dense index against a scan of every node.
+/// One row of [`index_bench`]: the scan of every node's f32 embedding, or the dense index.
 #[derive(Debug, Clone, Serialize)]
 pub struct IndexRow {
-    /// Lists probed per query; `None` for the scan.
-    pub probes: Option<usize>,
-    /// Share of the true dense anchors (top `anchor_k` by the scan) the probed lists held.
+    /// Whether the dense index served the queries.
+    pub indexed: bool,
+    /// Share of the true dense anchors (top `anchor_k` by the scan) it found.
     pub anchor_recall: f64,
     /// Queries whose result is the scan's exactly (same episodes in the same order).
     pub same_result: f64,
@@ -562,18 +562,17 @@ pub struct IndexRow {
     pub latency_ms: crate::eval::Latency,
 }
 
-/// Times `mode` on `memory` for each of `probes` and for a scan, one query at a time on the
-/// calling thread, every query once after one untimed pass; compares each result with the
-/// scan's. The memory's probe setting is restored afterwards.
-pub fn index_bench(memory: &mut Memory, queries: &[Query], probes: &[usize], mode: Mode) -> Result<Vec<IndexRow>> {
-    let lists = memory.dense_index().map(|i| i.lists()).ok_or_else(|| {
-        Error::InvalidArgument(format!(
+/// Times `mode` on `memory` with a scan and with its dense index, one query at a time on the
+/// calling thread, every query once after one untimed pass; compares each indexed result with
+/// the scan's. The memory's index setting is restored afterwards.
+pub fn index_bench(memory: &mut Memory, queries: &[Query], mode: Mode) -> Result<Vec<IndexRow>> {
+    if memory.dense_index().is_none() {
+        return Err(Error::InvalidArgument(format!(
             "'{}' has {} nodes: no dense index with these settings (retrieve.index)",
             memory.conversation(),
             memory.graph().node_count()
-        ))
-    })?;
-    let kept = memory.config().index.probes;
+        )));
+    }
     let run = |memory: &Memory| -> Result<(Vec<Retrieval>, Vec<f64>)> {
         for q in queries {
             memory.retrieve(q, mode)?;
@@ -587,39 +586,36 @@ pub fn index_bench(memory: &mut Memory, queries: &[Query], probes: &[usize], mod
         }
         Ok((results, millis))
     };
-    memory.set_index_probes(lists)?;
-    let (scan, millis) = run(memory)?;
+    memory.set_index_enabled(false);
+    let (scan, mut millis) = run(memory)?;
     let mut rows = vec![IndexRow {
-        probes: None,
+        indexed: false,
         anchor_recall: 1.0,
         same_result: 1.0,
         overlap_10: 1.0,
-        latency_ms: crate::eval::latency(&mut millis.clone()),
+        latency_ms: crate::eval::latency(&mut millis),
     }];
-    for &p in probes.iter().filter(|&&p| p < lists) {
-        memory.set_index_probes(p)?;
-        let (found, wanted) =
-            queries.iter().filter_map(|q| memory.dense_anchor_recall(q)).fold((0, 0), |(f, w), (a, b)| (f + a, w + b));
-        let (results, mut millis) = run(memory)?;
-        let episodes = |r: &Retrieval| r.hits.iter().map(|h| h.episode).collect::<Vec<u32>>();
-        let same = results.iter().zip(&scan).filter(|(r, s)| episodes(r) == episodes(s)).count();
-        let overlap: usize = results
-            .iter()
-            .zip(&scan)
-            .map(|(r, s)| {
-                let top: Vec<u32> = r.hits.iter().take(10).map(|h| h.episode).collect();
-                s.hits.iter().take(10).filter(|h| top.contains(&h.episode)).count()
-            })
-            .sum();
-        let wanted_10: usize = scan.iter().map(|s| s.hits.len().min(10)).sum();
-        rows.push(IndexRow {
-            probes: Some(p),
-            anchor_recall: if wanted == 0 { 1.0 } else { found as f64 / wanted as f64 },
-            same_result: same as f64 / queries.len().max(1) as f64,
-            overlap_10: if wanted_10 == 0 { 1.0 } else { overlap as f64 / wanted_10 as f64 },
-            latency_ms: crate::eval::latency(&mut millis),
-        });
-    }
-    memory.set_index_probes(kept)?;
+    memory.set_index_enabled(true);
+    let (found, wanted) =
+        queries.iter().filter_map(|q| memory.dense_anchor_recall(q)).fold((0, 0), |(f, w), (a, b)| (f + a, w + b));
+    let (results, mut millis) = run(memory)?;
+    let episodes = |r: &Retrieval| r.hits.iter().map(|h| h.episode).collect::<Vec<u32>>();
+    let same = results.iter().zip(&scan).filter(|(r, s)| episodes(r) == episodes(s)).count();
+    let overlap: usize = results
+        .iter()
+        .zip(&scan)
+        .map(|(r, s)| {
+            let top: Vec<u32> = r.hits.iter().take(10).map(|h| h.episode).collect();
+            s.hits.iter().take(10).filter(|h| top.contains(&h.episode)).count()
+        })
+        .sum();
+    let wanted_10: usize = scan.iter().map(|s| s.hits.len().min(10)).sum();
+    rows.push(IndexRow {
+        indexed: true,
+        anchor_recall: if wanted == 0 { 1.0 } else { found as f64 / wanted as f64 },
+        same_result: same as f64 / queries.len().max(1) as f64,
+        overlap_10: if wanted_10 == 0 { 1.0 } else { overlap as f64 / wanted_10 as f64 },
+        latency_ms: crate::eval::latency(&mut millis),
+    });
     Ok(rows)
 }

@@ -245,9 +245,9 @@ enum Command {
         #[arg(long)]
         model_dir: Option<PathBuf>,
     },
-    /// Measure the dense index of one stored conversation against a scan of every node: per
-    /// probe count, recall of the true dense anchors, agreement with the scan's result, and
-    /// retrieval latency on one core.
+    /// Measure the dense index of one stored conversation against a scan of every node: recall
+    /// of the true dense anchors, agreement with the scan's result, and retrieval latency on
+    /// one core.
     IndexBench {
         /// Conversation id (see `myelin stats`).
         #[arg(long)]
@@ -256,9 +256,6 @@ enum Command {
         /// any conversation's questions will do).
         #[arg(required = true)]
         questions: Vec<PathBuf>,
-        /// Lists probed per query (comma-separated).
-        #[arg(long, value_delimiter = ',', default_values_t = vec![4, 8, 16, 24, 32, 48, 64])]
-        probes: Vec<usize>,
         /// Retrieval mode (a synapse-family mode: the baselines always scan).
         #[arg(long, default_value = "synapse")]
         mode: String,
@@ -442,19 +439,13 @@ struct RetrieveFlags {
     /// Weight λ4 of the learned relevance [retrieve.gnn.weight, default: the model card's].
     #[arg(long)]
     gnn_weight: Option<f32>,
-    /// Scan every node instead of using the dense index of large memories
-    /// [retrieve.index.enabled = false].
+    /// Scan the f32 embeddings of every node instead of using the dense index of large
+    /// memories [retrieve.index.enabled = false].
     #[arg(long)]
     no_index: bool,
     /// Smallest memory, in nodes, searched through a dense index [retrieve.index.min_nodes, default 20000].
     #[arg(long)]
     index_min_nodes: Option<usize>,
-    /// Lists of the dense index; 0 = √nodes [retrieve.index.lists, default 0].
-    #[arg(long)]
-    index_lists: Option<usize>,
-    /// Lists of the dense index searched per query [retrieve.index.probes, default 32].
-    #[arg(long)]
-    index_probes: Option<usize>,
 }
 
 /// Settings of the serving API (`[serve]` in the config file).
@@ -515,14 +506,8 @@ impl RetrieveFlags {
         if self.no_index {
             index.enabled = false;
         }
-        for (flag, target) in [
-            (self.index_min_nodes, &mut index.min_nodes),
-            (self.index_lists, &mut index.lists),
-            (self.index_probes, &mut index.probes),
-        ] {
-            if let Some(v) = flag {
-                *target = v;
-            }
+        if let Some(n) = self.index_min_nodes {
+            index.min_nodes = n;
         }
         let r = &mut config.retrieve;
         let a = &mut r.activation;
@@ -776,19 +761,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 t0.elapsed().as_secs_f64()
             );
         }
-        Command::IndexBench { conversation, questions, probes, mode, tuning, json } => {
+        Command::IndexBench { conversation, questions, mode, tuning, json } => {
             tuning.apply(&mut config)?;
             let mode = Mode::parse(&mode)?;
             anyhow::ensure!(mode.is_synapse(), "--mode {mode}: the dense index serves the synapse modes only");
-            runtime.block_on(index_bench(
-                &store,
-                &config,
-                &conversation,
-                &questions,
-                &probes,
-                mode,
-                json.as_deref(),
-            ))?;
+            runtime.block_on(index_bench(&store, &config, &conversation, &questions, mode, json.as_deref()))?;
         }
         Command::EmbedBench { sentences, batch_size, repeat, json } => {
             if let Some(b) = batch_size {
@@ -984,7 +961,6 @@ async fn index_bench(
     config: &Config,
     conversation: &str,
     sources: &[PathBuf],
-    probes: &[usize],
     mode: Mode,
     json: Option<&Path>,
 ) -> anyhow::Result<()> {
@@ -993,7 +969,7 @@ async fn index_bench(
     let mut memory = load_memory(&store, conversation, config).await?;
     let load_s = t0.elapsed().as_secs_f64();
     let t0 = Instant::now();
-    let lists = memory.dense_index().map_or(0, |i| i.lists());
+    let bytes = memory.dense_index().map_or(0, |i| i.bytes());
     let build_s = t0.elapsed().as_secs_f64();
     let mut texts = Vec::new();
     for path in sources {
@@ -1015,18 +991,19 @@ async fn index_bench(
         .zip(vectors.chunks_exact(myelin::embed::EMBEDDING_DIM))
         .map(|(t, v)| Query::new(&mut analyzer, t, v.to_vec()))
         .collect::<Result<Vec<_>, _>>()?;
-    let rows = myelin::bench::index_bench(&mut memory, &queries, probes, mode)?;
+    let rows = myelin::bench::index_bench(&mut memory, &queries, mode)?;
     println!(
-        "{conversation}: {} nodes, {} edges; loaded in {load_s:.1} s, index of {lists} lists built in {build_s:.1} s; \
+        "{conversation}: {} nodes, {} edges; loaded in {load_s:.1} s, index ({:.1} MiB) built in {build_s:.2} s; \
          {} questions, mode {mode}, one core",
         memory.graph().node_count(),
         memory.graph().edges.len(),
+        bytes as f64 / 1048576.0,
         queries.len()
     );
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
     t.set_header(vec![
-        "probes",
+        "dense",
         "anchor recall",
         "same result",
         "top-10 overlap",
@@ -1038,7 +1015,7 @@ async fn index_bench(
     let scan_mean = rows[0].latency_ms.mean;
     for r in &rows {
         t.add_row(vec![
-            r.probes.map_or(format!("scan ({lists})"), |p| p.to_string()),
+            if r.indexed { "index (8-bit, bounded)".to_string() } else { "scan (f32)".to_string() },
             format!("{:.4}", r.anchor_recall),
             format!("{:.3}", r.same_result),
             format!("{:.4}", r.overlap_10),
@@ -1052,7 +1029,7 @@ async fn index_bench(
     if let Some(path) = json {
         let v = serde_json::json!({
             "conversation": conversation, "nodes": memory.graph().node_count(), "edges": memory.graph().edges.len(),
-            "lists": lists, "load_s": load_s, "index_build_s": build_s, "questions": queries.len(), "mode": mode.as_str(),
+            "index_bytes": bytes, "load_s": load_s, "index_build_s": build_s, "questions": queries.len(), "mode": mode.as_str(),
             "rows": rows,
         });
         std::fs::write(path, serde_json::to_string_pretty(&v)? + "\n")
@@ -1465,9 +1442,13 @@ fn print_report(report: &Report) {
     );
     if let Some(i) = &report.index {
         println!(
-            "dense index: {} memories, {} lists, {} probed per query, built in {:.0} ms (not in latency); \
+            "dense index (8-bit, bounded): {} memories, {:.1} MiB, built in {:.0} ms (not in latency); \
              recall of the true dense anchors {:.3} over {} questions",
-            i.memories, i.lists, i.probes, i.build_ms, i.anchor_recall, i.questions
+            i.memories,
+            i.bytes as f64 / 1048576.0,
+            i.build_ms,
+            i.anchor_recall,
+            i.questions
         );
     }
     let all = myelin::eval::ANSWERABLE_GROUP;

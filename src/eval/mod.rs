@@ -163,16 +163,14 @@ pub struct Report {
 pub struct IndexUse {
     /// Memories searched through an index.
     pub memories: usize,
-    /// Their lists, in all.
-    pub lists: usize,
-    /// Lists probed per query.
-    pub probes: usize,
-    /// Time to build the indices (k-means), before any question ran.
+    /// Their size, bytes.
+    pub bytes: usize,
+    /// Time to build the indices, before any question ran.
     pub build_ms: f64,
     /// Questions asked of those memories.
     pub questions: usize,
     /// Share of the questions' true dense anchors (the top `anchor_k` by a scan of every
-    /// node) that the probed lists held.
+    /// node) the index gave (1 unless its bounds are wrong).
     pub anchor_recall: f64,
 }
 
@@ -400,8 +398,7 @@ pub async fn evaluate(
     };
     let engine = Engine::new(memories, gpu)?;
     let refs: Vec<(usize, &Query)> = requests.iter().map(|(m, q)| (*m, q)).collect();
-    let index =
-        if engine.choice().backend == Backend::Cpu { index_use(engine.memories(), &refs, config) } else { None };
+    let index = if engine.choice().backend == Backend::Cpu { index_use(engine.memories(), &refs) } else { None };
     let mut batched = BTreeMap::new();
     for &mode in &options.modes {
         let outcome = |m: usize, r: &Retrieval, millis: f64| {
@@ -459,11 +456,11 @@ pub async fn evaluate(
 
 /// Builds the dense index of every memory that gets one (timed, so no question pays for it)
 /// and measures the recall of the questions' true dense anchors; `None` when no memory has one.
-fn index_use(memories: &[Memory], refs: &[(usize, &Query)], config: &RetrieveConfig) -> Option<IndexUse> {
+fn index_use(memories: &[Memory], refs: &[(usize, &Query)]) -> Option<IndexUse> {
     use rayon::prelude::*;
     let t0 = Instant::now();
-    let lists: Vec<usize> = memories.iter().filter_map(|m| m.dense_index().map(|i| i.lists())).collect();
-    if lists.is_empty() {
+    let bytes: Vec<usize> = memories.iter().filter_map(|m| m.dense_index().map(|i| i.bytes())).collect();
+    if bytes.is_empty() {
         return None;
     }
     let build_ms = t0.elapsed().as_secs_f64() * 1e3;
@@ -471,9 +468,8 @@ fn index_use(memories: &[Memory], refs: &[(usize, &Query)], config: &RetrieveCon
         refs.par_iter().filter_map(|&(m, q)| memories[m].dense_anchor_recall(q)).collect();
     let (found, wanted) = recall.iter().fold((0, 0), |(f, w), &(a, b)| (f + a, w + b));
     Some(IndexUse {
-        memories: lists.len(),
-        lists: lists.iter().sum(),
-        probes: config.index.probes,
+        memories: bytes.len(),
+        bytes: bytes.iter().sum(),
         build_ms,
         questions: recall.len(),
         anchor_recall: if wanted == 0 { 1.0 } else { found as f64 / wanted as f64 },

@@ -12,7 +12,7 @@ use crate::activation::{self, ActivationConfig, Spreading};
 use crate::embed::EMBEDDING_DIM;
 use crate::error::{Error, Result};
 use crate::graph::pagerank::Transition;
-use crate::retrieve::{dot, top_order};
+use crate::retrieve::{dots, top_order};
 
 use super::Gpu;
 use super::corpus::{Corpus, GraphInput};
@@ -54,7 +54,7 @@ impl Kernels for CpuKernels {
     }
 
     fn similarity(&self, embeddings: &[f32], queries: &[Vec<f32>]) -> Result<Vec<Vec<f32>>> {
-        Ok(queries.par_iter().map(|q| embeddings.chunks_exact(EMBEDDING_DIM).map(|v| dot(v, q)).collect()).collect())
+        Ok(queries.par_iter().map(|q| dots(embeddings, q)).collect())
     }
 
     fn propagate(&self, spreading: &Spreading, decay: f32, a: &[Vec<f32>]) -> Result<Vec<Vec<f32>>> {

@@ -228,7 +228,6 @@ impl RetrieveConfig {
         {
             return Err(Error::InvalidArgument(format!("gnn.weight {w} is not a finite non-negative number")));
         }
-        self.index.validate()?;
         self.activation.validate()
     }
 
@@ -398,8 +397,8 @@ pub struct Memory {
     importance: Vec<f32>,
     /// The model of `synapse-gnn`, loaded on first use (a load error is kept and returned).
     relevance: std::sync::OnceLock<std::result::Result<Arc<Relevance>, String>>,
-    /// The dense index, built on the first query that uses it (`None`: this memory scans).
-    index: std::sync::OnceLock<Option<DenseIndex>>,
+    /// The dense index, built on the first query that uses it.
+    index: std::sync::OnceLock<DenseIndex>,
     config: RetrieveConfig,
 }
 
@@ -528,7 +527,7 @@ impl Memory {
 
     fn base(&self, query: &Query) -> Base {
         let n = self.graph.node_count();
-        let dense: Vec<f32> = self.embeddings.chunks_exact(EMBEDDING_DIM).map(|v| dot(v, &query.embedding)).collect();
+        let dense = dots(&self.embeddings, &query.embedding);
         let mut bm25 = vec![0.0; n];
         self.bm25.score_into(&query.terms, &mut bm25);
         let w = self.config.lexical_weight;
@@ -543,7 +542,17 @@ impl Memory {
 
     /// Runs one query in one mode.
     pub fn retrieve(&self, query: &Query, mode: Mode) -> Result<Retrieval> {
-        self.learned(query, self.run(query, &self.base(query), mode, None))
+        let r = match self.index_for(mode) {
+            Some(index) => self.run_indexed(query, mode, index),
+            None => self.run(query, &self.base(query), mode, None),
+        };
+        self.learned(query, r)
+    }
+
+    /// The dense index a query in `mode` goes through: a synapse-family mode on a memory that
+    /// has one, with a non-negative similarity weight (the score bounds need it).
+    fn index_for(&self, mode: Mode) -> Option<&DenseIndex> {
+        (mode.is_synapse() && self.config.lambda_similarity >= 0.0).then(|| self.dense_index()).flatten()
     }
 
     /// Runs many queries in one mode, in parallel over the queries; the same results as one
@@ -831,46 +840,62 @@ impl Memory {
     /// The dense index of this memory, built on first use; `None` when the settings give it
     /// none (see [`IndexConfig::applies`]).
     pub fn dense_index(&self) -> Option<&DenseIndex> {
-        let n = self.graph.node_count();
-        let c = &self.config.index;
-        if !c.applies(n) {
+        if !self.config.index.applies(self.graph.node_count()) {
             return None;
         }
-        self.index.get_or_init(|| Some(DenseIndex::build(&self.embeddings, c.lists_for(n), c.seed))).as_ref()
+        Some(self.index.get_or_init(|| DenseIndex::build(&self.embeddings)))
     }
 
-    /// Changes the lists probed per query; a built index is kept. Probing every list (or
-    /// more) makes queries scan.
-    pub fn set_index_probes(&mut self, probes: usize) -> Result<()> {
-        let index = IndexConfig { probes, ..self.config.index.clone() };
-        index.validate()?;
-        self.config.index = index;
-        Ok(())
+    /// Turns the dense index on or off; a built index is kept.
+    pub fn set_index_enabled(&mut self, enabled: bool) {
+        self.config.index.enabled = enabled;
     }
 
     /// How many of the query's true `anchor_k` dense anchors (by a scan of every node) the
-    /// dense index finds, and `anchor_k`; `None` without an index.
+    /// dense index gives, and `anchor_k`; `None` without an index.
     pub fn dense_anchor_recall(&self, query: &Query) -> Option<(usize, usize)> {
         let index = self.dense_index()?;
-        let k = self.config.anchor_k;
-        let probe = index.probe(&self.embeddings, &query.embedding, self.config.index.probes);
-        let found = self.dense_anchors(&probe);
-        let dense: Vec<f32> = self.embeddings.chunks_exact(EMBEDDING_DIM).map(|v| dot(v, &query.embedding)).collect();
-        let truth = top_order(&dense, k);
+        let mut known = vec![f32::NAN; self.graph.node_count()];
+        let found = self.dense_anchors(&index.bounds(&query.embedding), &mut known, query);
+        let truth = top_order(&dots(&self.embeddings, &query.embedding), self.config.anchor_k);
         Some((truth.iter().filter(|t| found.contains(t)).count(), truth.len()))
     }
 
-    /// The `anchor_k` best probed nodes by cosine (ties by lower node).
-    fn dense_anchors(&self, probe: &index::Probe) -> Vec<u32> {
-        let cosines: Vec<f32> = probe.nodes.iter().map(|p| p.1).collect();
-        top_order(&cosines, self.config.anchor_k).into_iter().map(|k| probe.nodes[k as usize].0).collect()
+    /// The `anchor_k` nodes of highest cosine (ties by lower node), as a scan finds them: exact
+    /// cosines, written into `known`, for a window of the best bounds, widened until the last
+    /// anchor's cosine is above every bound outside it.
+    fn dense_anchors(&self, bound: &[f32], known: &mut [f32], query: &Query) -> Vec<u32> {
+        let (n, k) = (bound.len(), self.config.anchor_k);
+        let mut window = (4 * k).max(64).min(n);
+        loop {
+            let (chosen, next) = select_top(bound, window);
+            let mut exact: Vec<(u32, f32)> = chosen
+                .into_iter()
+                .map(|i| {
+                    let x = &mut known[i as usize];
+                    if x.is_nan() {
+                        *x = dot(self.embedding(i), &query.embedding);
+                    }
+                    (i, *x)
+                })
+                .collect();
+            exact.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
+            exact.truncate(k);
+            let settled = match next {
+                None => true,
+                Some(next) => exact.len() == k && exact.last().is_some_and(|x| x.1 > next),
+            };
+            if settled {
+                return exact.into_iter().map(|x| x.0).collect();
+            }
+            window = (window * 4).min(n);
+        }
     }
 
-    /// A synapse-family mode through the dense index: the dense anchors come from the probed
-    /// lists, and only nodes whose score bound (their cosine, or its bound from the index, in
-    /// the hybrid score) could place them in the result are scored. The ranking of the scored
-    /// nodes is then the scan's exactly (see [`Memory::rank_hits`]); only the dense anchors may
-    /// differ, when a true one lies in a list not probed.
+    /// A synapse-family mode through the dense index: the quantised embeddings bound every
+    /// node's cosine; exact cosines are computed for the dense anchors' candidates and for the
+    /// nodes whose score bound could place them in the result ([`Memory::rank_hits`]). Anchors,
+    /// scores and result are the scan's, to the bit.
     fn run_indexed(&self, query: &Query, mode: Mode, index: &DenseIndex) -> Retrieval {
         let n = self.graph.node_count();
         let c = &self.config;
@@ -882,16 +907,14 @@ impl Memory {
         let sim = |cosine: f32, i: usize| {
             if w == 0.0 || max == 0.0 { cosine } else { (1.0 - w) * cosine + w * bm25[i] / max }
         };
-        let probe = index.probe(&self.embeddings, &query.embedding, c.index.probes);
+        let cosine_bound = index.bounds(&query.embedding);
         let mut known = vec![f32::NAN; n];
-        for &(i, x) in &probe.nodes {
-            known[i as usize] = x;
-        }
+        let mut anchors = self.dense_anchors(&cosine_bound, &mut known, query);
+        let known = known;
         let cosine = |i: u32| {
             let x = known[i as usize];
             if x.is_nan() { dot(self.embedding(i), &query.embedding) } else { x }
         };
-        let mut anchors = self.dense_anchors(&probe);
         anchors.extend(top_order(&bm25, c.anchor_k).into_iter().filter(|&i| bm25[i as usize] > 0.0));
         anchors.sort_unstable();
         anchors.dedup();
@@ -905,7 +928,7 @@ impl Memory {
             c.lambda_similarity * sim(cosine, i) + c.lambda_activation * a[i] + c.lambda_pagerank * pagerank(i)
         };
         let bound: Vec<f32> =
-            (0..n).map(|i| hybrid(if known[i].is_nan() { index.bound(&probe, i) } else { known[i] }, i)).collect();
+            (0..n).map(|i| hybrid(if known[i].is_nan() { cosine_bound[i] } else { known[i] }, i)).collect();
         let score = |i: u32| hybrid(cosine(i), i as usize);
         let (hits, top) = self.rank_hits(&bound, false, &score, &|i, s| Signals {
             dense: cosine(i as u32),
@@ -1025,12 +1048,6 @@ impl Memory {
                 self.gate(query, Retrieval { mode, hits, confidence, rejected: false, anchors })
             }
             _ => {
-                if trace.is_none()
-                    && self.config.lambda_similarity >= 0.0
-                    && let Some(index) = self.dense_index()
-                {
-                    return self.run_indexed(query, mode, index);
-                }
                 let anchors = self.anchors(base);
                 let mut a0 = vec![0.0f32; n];
                 for &a in &anchors {
@@ -1207,6 +1224,7 @@ fn first_name(speaker: &str) -> String {
 
 /// Dot product with eight independent accumulators, so the compiler can vectorise it (a single
 /// running sum is a serial chain of additions: 3.5× slower on the query path, measured).
+#[inline(always)]
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0.0f32; 8];
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
@@ -1217,4 +1235,12 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
         }
     }
     acc.iter().sum::<f32>() + tail
+}
+
+/// `dot(row, query)` for every row of `rows` (`n × EMBEDDING_DIM`): the same sums in the same
+/// order, so the same values, compiled also for AVX2 and picked at run time (a scan reads every
+/// embedding; the wider vectors keep it at memory speed).
+#[multiversion::multiversion(targets("x86_64+avx2"))]
+pub fn dots(rows: &[f32], query: &[f32]) -> Vec<f32> {
+    rows.chunks_exact(EMBEDDING_DIM).map(|v| dot(v, query)).collect()
 }
