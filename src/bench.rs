@@ -596,8 +596,8 @@ pub fn index_bench(memory: &mut Memory, queries: &[Query], mode: Mode) -> Result
         latency_ms: crate::eval::latency(&mut millis),
     }];
     memory.set_index_enabled(true);
-    let (found, wanted) =
-        queries.iter().filter_map(|q| memory.dense_anchor_recall(q)).fold((0, 0), |(f, w), (a, b)| (f + a, w + b));
+    let refs: Vec<(usize, &Query)> = queries.iter().map(|q| (0, q)).collect();
+    let (anchor_recall, _) = crate::eval::dense_anchor_recall(std::slice::from_ref(memory), &refs);
     let (results, mut millis) = run(memory)?;
     let episodes = |r: &Retrieval| r.hits.iter().map(|h| h.episode).collect::<Vec<u32>>();
     let same = results.iter().zip(&scan).filter(|(r, s)| episodes(r) == episodes(s)).count();
@@ -612,7 +612,7 @@ pub fn index_bench(memory: &mut Memory, queries: &[Query], mode: Mode) -> Result
     let wanted_10: usize = scan.iter().map(|s| s.hits.len().min(10)).sum();
     rows.push(IndexRow {
         indexed: true,
-        anchor_recall: if wanted == 0 { 1.0 } else { found as f64 / wanted as f64 },
+        anchor_recall,
         same_result: same as f64 / queries.len().max(1) as f64,
         overlap_10: if wanted_10 == 0 { 1.0 } else { overlap as f64 / wanted_10 as f64 },
         latency_ms: crate::eval::latency(&mut millis),

@@ -271,8 +271,9 @@ impl Embedder {
     /// counted), so that embedding loses nothing of a long text to truncation. A cut falls at
     /// whitespace: after the last sentence or line end (`.`, `!`, `?`, a newline) in the second
     /// half of a passage where there is one, else before the last whole word that fits (a word
-    /// longer than a passage is cut inside). A text that fits is one passage. Each passage is
-    /// its span of [`Embedder::passage_spans`], trimmed.
+    /// longer than a passage is cut inside). A text that fits is one passage, and so is every
+    /// text when `max_pieces` is 0 (no cutting). Each passage is its span of
+    /// [`Embedder::passage_spans`], trimmed.
     pub fn passages(&self, text: &str, max_pieces: usize) -> Result<Vec<String>> {
         Ok(self
             .passage_spans(text, max_pieces)?
@@ -287,9 +288,9 @@ impl Embedder {
     /// boundaries, together the whole of `text` (the whitespace at a cut ends the passage
     /// before it), so the spans' texts put back together are `text` exactly.
     pub fn passage_spans(&self, text: &str, max_pieces: usize) -> Result<Vec<std::ops::Range<usize>>> {
-        let max = max_pieces.max(1);
+        let max = max_pieces;
         // A word piece covers at least one byte: a text this short fits.
-        if text.len() <= max {
+        if max == 0 || text.len() <= max {
             return Ok(std::iter::once(0..text.len()).collect());
         }
         let enc = self.splitter.encode(text, false).map_err(|e| Error::Tokenizer(e.to_string()))?;

@@ -457,23 +457,24 @@ pub async fn evaluate(
 /// Builds the dense index of every memory that gets one (timed, so no question pays for it)
 /// and measures the recall of the questions' true dense anchors; `None` when no memory has one.
 fn index_use(memories: &[Memory], refs: &[(usize, &Query)]) -> Option<IndexUse> {
-    use rayon::prelude::*;
     let t0 = Instant::now();
     let bytes: Vec<usize> = memories.iter().filter_map(|m| m.dense_index().map(|i| i.bytes())).collect();
     if bytes.is_empty() {
         return None;
     }
     let build_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let (anchor_recall, questions) = dense_anchor_recall(memories, refs);
+    Some(IndexUse { memories: bytes.len(), bytes: bytes.iter().sum(), build_ms, questions, anchor_recall })
+}
+
+/// Share of the true dense anchors (by a scan) that the dense indices give, over the queries
+/// `refs` asks of memories that have one (1 when none was wanted), and how many such queries.
+pub fn dense_anchor_recall(memories: &[Memory], refs: &[(usize, &Query)]) -> (f64, usize) {
+    use rayon::prelude::*;
     let recall: Vec<(usize, usize)> =
         refs.par_iter().filter_map(|&(m, q)| memories[m].dense_anchor_recall(q)).collect();
     let (found, wanted) = recall.iter().fold((0, 0), |(f, w), &(a, b)| (f + a, w + b));
-    Some(IndexUse {
-        memories: bytes.len(),
-        bytes: bytes.iter().sum(),
-        build_ms,
-        questions: recall.len(),
-        anchor_recall: if wanted == 0 { 1.0 } else { found as f64 / wanted as f64 },
-    })
+    (if wanted == 0 { 1.0 } else { found as f64 / wanted as f64 }, recall.len())
 }
 
 /// About 10% of the questions, chosen by a hash of their ids (stable across runs and

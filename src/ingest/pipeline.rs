@@ -262,17 +262,14 @@ impl Reuse {
     fn embed(&self, texts: &[String], embedder: &Embedder) -> Result<(Vec<f32>, usize)> {
         let missing: Vec<&str> = texts.iter().filter(|t| !self.by_text.contains_key(*t)).map(String::as_str).collect();
         let fresh = if missing.is_empty() { Vec::new() } else { blocking(|| embedder.embed(&missing))? };
+        let returned = fresh.len() / EMBEDDING_DIM;
         let mut fresh = fresh.chunks_exact(EMBEDDING_DIM);
         let mut out = Vec::with_capacity(texts.len() * EMBEDDING_DIM);
         for t in texts {
             match self.by_text.get(t) {
                 Some(v) => out.extend_from_slice(v),
                 None => out.extend_from_slice(fresh.next().ok_or_else(|| {
-                    Error::Batch(format!(
-                        "the embedder returned {} vectors for {} texts",
-                        missing.len() - 1,
-                        missing.len()
-                    ))
+                    Error::Batch(format!("the embedder returned {returned} vectors for {} texts", missing.len()))
                 })?),
             }
         }

@@ -497,16 +497,8 @@ impl Inner {
             let (inner, n) = (self.clone(), texts.len());
             let pieces = self.config.ingest.passage_pieces;
             let cut_and_embed = move || {
-                let spans = texts
-                    .iter()
-                    .map(|t| {
-                        if pieces == 0 {
-                            Ok(std::iter::once(0..t.len()).collect())
-                        } else {
-                            inner.embedder.passage_spans(t, pieces)
-                        }
-                    })
-                    .collect::<Result<Vec<_>>>()?;
+                let spans =
+                    texts.iter().map(|t| inner.embedder.passage_spans(t, pieces)).collect::<Result<Vec<_>>>()?;
                 let passages: Vec<&str> =
                     texts.iter().zip(&spans).flat_map(|(t, s)| s.iter().map(|r| t[r.clone()].trim())).collect();
                 Ok((spans, inner.embedder.embed(&passages)?))

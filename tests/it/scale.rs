@@ -115,6 +115,8 @@ fn long_messages_become_passages_that_lose_nothing() {
         let spans = embedder.passage_spans(text, 254).expect("spans");
         assert_eq!(spans.len(), passages.len());
         assert_eq!(spans.iter().map(|r| &text[r.clone()]).collect::<String>(), *text);
+        // 0 cuts nothing.
+        assert_eq!(embedder.passage_spans(text, 0).expect("spans"), std::iter::once(0..text.len()).collect::<Vec<_>>());
         cuts += passages.len() - 1;
         at_sentence_end += passages[..passages.len() - 1]
             .iter()
