@@ -30,7 +30,7 @@ struct Segment {
 // Per-batch parameters (one uniform for every family).
 struct Params {
     n_queries: u32,
-    flags: u32,         // bit 0: propagate over edges; bit 1: PageRank in the score; bit 2: concepts stand for episodes
+    flags: u32,         // bit 0: propagate over edges; bit 1: PageRank in the score; bit 2: concepts stand for episodes; bit 3: concepts may not anchor
     top_m: u32,
     out_k: u32,         // ranked nodes the walk may visit per query
     decay: f32,

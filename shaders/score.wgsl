@@ -1,6 +1,6 @@
 // The triple-hybrid score, λ1·sim + λ2·a(T) + λ3·PageRank, and the walk that turns each query's
-// ranked nodes into the episodes handed over: an episode stands for itself, a concept for its
-// best-ranked linked episode not yet taken. CPU twins: the synapse branch of
+// ranked nodes into the episodes handed over, one per turn: an episode stands for itself, a
+// concept for its best-ranked linked episode whose turn is not yet taken. CPU twins: the synapse branch of
 // `retrieve::Memory::run` and `Memory::walk`.
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -15,8 +15,9 @@
 // Concept → episode links, corpus CSR over nodes (empty rows for episodes), local ids.
 @group(0) @binding(9) var<storage, read> link_ptr: array<u32>;
 @group(0) @binding(10) var<storage, read> link_dst: array<u32>;
-// Per corpus node: 0 episode, 1 concept.
-@group(0) @binding(11) var<storage, read> kinds: array<u32>;
+// Per corpus node: the local node of its turn's first passage for an episode, CONCEPT for a
+// concept.
+@group(0) @binding(11) var<storage, read> turns: array<u32>;
 @group(0) @binding(12) var<storage, read_write> out: array<u32>;
 
 @compute @workgroup_size(256)
@@ -37,6 +38,7 @@ fn hybrid(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
 }
 
 const MAX_TAKEN: u32 = 1024u;
+const CONCEPT: u32 = 0xffffffffu;
 
 var<workgroup> taken: array<u32, 1024>;
 var<workgroup> n_taken: u32;
@@ -53,8 +55,8 @@ fn is_taken(e: u32, count: u32) -> bool {
 }
 
 // One workgroup per query walks the ranked nodes (`sorted`, best first) until top_k episodes
-// are taken. For a concept the workgroup finds, among its linked episodes not yet taken, the
-// best by (score, lower id): the rank order. Writes the hits, whether the walk was decided by
+// are taken, one per turn (`taken` holds turns). For a concept the workgroup finds, among its
+// linked episodes whose turn is not yet taken, the best by (score, lower id): the rank order. Writes the hits, whether the walk was decided by
 // the nodes it could see (top_k taken, or every node seen), and the confidence a(T) of the top
 // node.
 @compute @workgroup_size(64)
@@ -78,8 +80,9 @@ fn walk(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         // (0, 0) is "nothing": real keys of an episode e are (fkey(score), !e) or (1, !e).
         var bh = 0u;
         var bl = 0u;
-        if (kinds[g.node_off + id] == 0u) {
-            if (lid == 0u && !is_taken(id, h)) {
+        let turn = turns[g.node_off + id];
+        if (turn != CONCEPT) {
+            if (lid == 0u && !is_taken(turn, h)) {
                 bh = 1u;
                 bl = ~id;
             }
@@ -88,7 +91,7 @@ fn walk(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             let end = link_ptr[g.node_off + id + 1u];
             for (var k = begin + lid; k < end; k += 64u) {
                 let e = link_dst[k];
-                if (!is_taken(e, h)) {
+                if (!is_taken(turns[g.node_off + e], h)) {
                     let kh = fkey(score[s.work_off + e]);
                     let kl = ~e;
                     if ((bh == 0u && bl == 0u) || kh > bh || (kh == bh && kl > bl)) {
@@ -114,7 +117,7 @@ fn walk(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
         if (lid == 0u && !(best_hi[0] == 0u && best_lo[0] == 0u)) {
             let e = ~best_lo[0];
-            taken[h] = e;
+            taken[h] = turns[g.node_off + e];
             let at = rec + rec_hits() + 4u * h;
             out[at] = id;
             out[at + 1u] = e;

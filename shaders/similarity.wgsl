@@ -1,6 +1,8 @@
 // Dense similarity of a batch of queries against every node of their graph, and the blend with
 // BM25 that seeds activation: sim = (1 − w)·cosine + w·BM25 / max BM25 (sim = cosine when the
-// query has no lexical evidence). CPU twin: `retrieve::Memory` (`dot`, `base`).
+// query has no lexical evidence). `dense` is what dense anchors are chosen by: the cosine, −∞
+// for a concept when concepts may not anchor. CPU twin: `retrieve::Memory` (`dot`, `base`,
+// `anchor_scores`).
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> graphs: array<GraphInfo>;
@@ -13,6 +15,11 @@
 @group(0) @binding(6) var<storage, read> lexical: array<vec2<u32>>;
 @group(0) @binding(7) var<storage, read_write> dense: array<f32>;
 @group(0) @binding(8) var<storage, read_write> sim: array<f32>;
+// Per corpus node: its turn's first passage for an episode, CONCEPT for a concept.
+@group(0) @binding(9) var<storage, read> turns: array<u32>;
+
+const CONCEPT: u32 = 0xffffffffu;
+const NEG_INF: u32 = 0xff800000u;
 
 const TILE: u32 = 8u;
 const CHUNKS: u32 = 48u; // DIM / 8
@@ -60,7 +67,11 @@ fn dense_scan(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
             let l = lo[t];
             let h = hi[t];
             let d = ((((((l.x + l.y) + l.z) + l.w) + h.x) + h.y) + h.z) + h.w;
-            dense[s.work_off + i] = d;
+            if ((params.flags & 8u) != 0u && turns[g.node_off + i] == CONCEPT) {
+                dense[s.work_off + i] = bitcast<f32>(NEG_INF);
+            } else {
+                dense[s.work_off + i] = d;
+            }
             let w = params.lexical_weight;
             var v = d;
             if (w != 0.0 && s.lex_max != 0.0) {
@@ -84,5 +95,6 @@ fn lexical_blend(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     let entry = lexical[s.lex_off + e];
     let b = bitcast<f32>(entry.y);
     let at = s.work_off + entry.x;
-    sim[at] = (1.0 - w) * dense[at] + w * b / s.lex_max;
+    // sim holds (1 − w)·cosine from dense_scan.
+    sim[at] = sim[at] + w * b / s.lex_max;
 }

@@ -113,6 +113,10 @@ enum Command {
         /// Draw recall@k against k per mode, one panel per group, to this SVG file.
         #[arg(long)]
         plot: Option<PathBuf>,
+        /// Write every reported question's result (gold turns; per mode the turns returned,
+        /// recall@10, confidence, rejection) to this file, one JSON object per line.
+        #[arg(long)]
+        per_question: Option<PathBuf>,
     },
     /// Serve the store over HTTP: add, search, list, get, delete memories in isolated scopes
     /// (mem0's routes under /v1; see the README).
@@ -426,6 +430,10 @@ struct RetrieveFlags {
     /// [retrieve.concepts_in_results, default true].
     #[arg(long)]
     concepts_in_results: Option<bool>,
+    /// Let concept nodes be anchors (by BM25 or dense similarity): true or false
+    /// [retrieve.concept_anchors, default true].
+    #[arg(long)]
+    concept_anchors: Option<bool>,
     /// Where retrieval runs: auto, cpu or gpu [gpu.backend, default auto].
     #[arg(long, value_enum)]
     backend: Option<Backend>,
@@ -487,7 +495,7 @@ impl RetrieveFlags {
             ($($flag:ident => $target:expr),* $(,)?) => { $( if let Some(v) = self.$flag.clone() { $target = v; } )* };
         }
         set!(top_k => r.top_k, anchor_k => r.anchor_k, alpha => r.alpha, lexical_weight => r.lexical_weight, gate_threshold => r.gate_threshold,
-             concepts_in_results => r.concepts_in_results, speaker_check => r.speaker_check, steps => a.steps, spreading => a.spreading,
+             concepts_in_results => r.concepts_in_results, concept_anchors => r.concept_anchors, speaker_check => r.speaker_check, steps => a.steps, spreading => a.spreading,
              decay => a.decay, top_m => a.inhibition_top_m, beta => a.inhibition_beta, gamma => a.sigmoid_gamma,
              theta => a.sigmoid_theta, rho => a.rho);
         if let Some(b) = self.backend {
@@ -584,15 +592,26 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let mode = Mode::parse(&mode)?;
             runtime.block_on(query(&store, &config, &conversation, &question, mode, json, explain))?;
         }
-        Command::Eval { dataset, path, modes, conversations, calibrate, max_false_refusal, tuning, json, plot } => {
+        Command::Eval {
+            dataset,
+            path,
+            modes,
+            conversations,
+            calibrate,
+            max_false_refusal,
+            tuning,
+            json,
+            plot,
+            per_question,
+        } => {
             tuning.apply(&mut config)?;
             let modes = if modes.is_empty() {
                 Mode::ALL.to_vec()
             } else {
                 modes.iter().map(|m| Mode::parse(m)).collect::<myelin::Result<Vec<_>>>()?
             };
-            let options = EvalOptions { modes, calibrate, max_false_refusal };
-            let args = EvalArgs { dataset, path, conversations, json, plot };
+            let options = EvalOptions { modes, calibrate, max_false_refusal, per_question: per_question.is_some() };
+            let args = EvalArgs { dataset, path, conversations, json, plot, per_question };
             runtime.block_on(eval(&store, &config, args, &options, cli.quiet))?;
         }
         Command::Serve { addr, token_file, max_body_bytes, serving, tuning } => {
@@ -1217,6 +1236,7 @@ struct EvalArgs {
     conversations: Vec<String>,
     json: Option<PathBuf>,
     plot: Option<PathBuf>,
+    per_question: Option<PathBuf>,
 }
 
 async fn eval(
@@ -1261,6 +1281,14 @@ async fn eval(
     if let Some(path) = &args.plot {
         let svg = plot_report(&report).map_err(|e| anyhow::anyhow!("drawing {}: {e}", path.display()))?;
         std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &args.per_question {
+        let mut lines = String::new();
+        for q in &report.per_question {
+            lines.push_str(&serde_json::to_string(q)?);
+            lines.push('\n');
+        }
+        std::fs::write(path, lines).with_context(|| format!("writing {}", path.display()))?;
     }
     eprintln!("evaluated in {:.1} s", started.elapsed().as_secs_f64());
     Ok(())

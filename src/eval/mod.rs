@@ -14,7 +14,6 @@ use std::time::Instant;
 use indicatif::ProgressBar;
 use serde::Serialize;
 
-use crate::conversation::turn_of;
 use crate::embed::Embedder;
 use crate::error::{Error, Result};
 use crate::gnn::FeatureSet;
@@ -44,11 +43,13 @@ pub struct EvalOptions {
     /// Calibration picks the threshold that rejects the most adversarial questions of the split
     /// while refusing at most this fraction of its answerable ones (default 0.03).
     pub max_false_refusal: f64,
+    /// Keep every question's result in [`Report::per_question`].
+    pub per_question: bool,
 }
 
 impl Default for EvalOptions {
     fn default() -> Self {
-        EvalOptions { modes: Mode::ALL.to_vec(), calibrate: false, max_false_refusal: 0.03 }
+        EvalOptions { modes: Mode::ALL.to_vec(), calibrate: false, max_false_refusal: 0.03, per_question: false }
     }
 }
 
@@ -156,6 +157,44 @@ pub struct Report {
     pub gnn: Option<GnnUse>,
     /// The dense index, when retrieval ran on the CPU over memories large enough for one.
     pub index: Option<IndexUse>,
+    /// Every reported question's result, when [`EvalOptions::per_question`] asked for them
+    /// (written apart from the report, one JSON line each).
+    #[serde(skip)]
+    pub per_question: Vec<QuestionResult>,
+}
+
+/// What one question got: its gold turns and, per mode, the turns returned.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct QuestionResult {
+    /// Its conversation.
+    pub conversation: String,
+    /// Question id.
+    pub id: String,
+    /// Reporting group.
+    pub group: String,
+    /// Whether it has no answer in the conversation.
+    pub adversarial: bool,
+    /// Gold evidence turn ids.
+    pub gold: Vec<String>,
+    /// Per mode, by CLI name.
+    pub modes: BTreeMap<String, QuestionOutcome>,
+}
+
+/// One question's result in one mode.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct QuestionOutcome {
+    /// Turn ids returned, best first.
+    pub returned: Vec<String>,
+    /// What brought each: the turn id of the episode (`<turn>#<k>` for a later passage), or
+    /// `concept:<label>` for a concept standing in for it.
+    pub via: Vec<String>,
+    /// Fraction of the gold turns among the first 10 returned (null without gold).
+    #[serde(rename = "recall@10")]
+    pub recall_10: Option<f64>,
+    /// The gate's signal.
+    pub confidence: f64,
+    /// Whether the mode's gate (when it has one) rejects the question.
+    pub rejected: Option<bool>,
 }
 
 /// How the dense index served an evaluation (`retrieve::index`).
@@ -207,6 +246,8 @@ pub fn group_name(dataset: &str, category: &str) -> String {
 #[derive(Debug, Clone)]
 struct Outcome {
     ranked: Vec<u32>,
+    /// The node that brought each returned episode.
+    via: Vec<u32>,
     confidence: f64,
     millis: f64,
     tokens: usize,
@@ -214,6 +255,8 @@ struct Outcome {
 
 #[derive(Debug, Clone)]
 struct Item {
+    memory: usize,
+    id: String,
     group: String,
     adversarial: bool,
     gold: Vec<u32>,
@@ -288,12 +331,7 @@ pub async fn load(
             .iter()
             .map(|q| q.evidence.iter().filter_map(|e| position.get(e.as_str()).copied()).collect())
             .collect();
-        let turns: Vec<u32> = episodes
-            .iter()
-            .enumerate()
-            .map(|(i, e)| position.get(turn_of(&e.turn_id)).copied().unwrap_or(i as u32))
-            .collect();
-        loaded.turns.push(turns);
+        loaded.turns.push(memory.turns().to_vec());
         let texts: Vec<String> = episodes.iter().map(|e| e.embedding_text()).collect();
         loaded.tokens.push(texts.iter().map(|t| embedder.token_count(t)).collect::<Result<_>>()?);
         drop(position);
@@ -371,6 +409,8 @@ pub async fn evaluate(
     let mut requests: Vec<(usize, Query)> = Vec::with_capacity(questions.len());
     for q in questions {
         items.push(Item {
+            memory: q.memory,
+            id: q.id.clone(),
             group: q.group,
             adversarial: q.adversarial,
             gold: q.gold,
@@ -405,7 +445,8 @@ pub async fn evaluate(
             let tokens = r.hits.iter().map(|h| tokens_of[m][h.episode as usize]).sum();
             // Ranked by turn: a passage stands for the turn evidence names.
             let ranked: Vec<u32> = r.hits.iter().map(|h| turn_of_episode[m][h.episode as usize]).collect();
-            Outcome { ranked, confidence: r.confidence as f64, millis, tokens }
+            let via = r.hits.iter().map(|h| h.node).collect();
+            Outcome { ranked, via, confidence: r.confidence as f64, millis, tokens }
         };
         if engine.choice().backend == Backend::Gpu && mode.is_synapse() && !refs.is_empty() {
             let t0 = Instant::now();
@@ -426,6 +467,7 @@ pub async fn evaluate(
     }
     let (calibration, reported): (Vec<&Item>, Vec<&Item>) = items.iter().partition(|i| i.calibration);
     let mut modes = BTreeMap::new();
+    let mut thresholds = Vec::with_capacity(options.modes.len());
     for (m, &mode) in options.modes.iter().enumerate() {
         let threshold = if options.calibrate {
             calibrate(&calibration, m, options.max_false_refusal)
@@ -434,10 +476,16 @@ pub async fn evaluate(
         } else {
             None
         };
+        thresholds.push(threshold);
         let mut report = mode_report(&reported, m, threshold, config.top_k);
         report.gpu_batch = batched.remove(mode.as_str());
         modes.insert(mode.as_str().to_string(), report);
     }
+    let per_question = if options.per_question {
+        reported.iter().map(|item| question_result(item, engine.memories(), &options.modes, &thresholds)).collect()
+    } else {
+        Vec::new()
+    };
     Ok(Report {
         dataset: dataset.to_string(),
         conversations: conversations.to_vec(),
@@ -451,7 +499,40 @@ pub async fn evaluate(
         mode_order: options.modes.iter().map(|m| m.as_str().to_string()).collect(),
         gnn,
         index,
+        per_question,
     })
+}
+
+/// One reported question's result in every mode, by turn id.
+fn question_result(item: &Item, memories: &[Memory], modes: &[Mode], thresholds: &[Option<f64>]) -> QuestionResult {
+    let memory = &memories[item.memory];
+    let turn = |e: &u32| memory.episodes()[*e as usize].turn_id.clone();
+    let modes = modes
+        .iter()
+        .zip(&item.outcomes)
+        .zip(thresholds)
+        .map(|((mode, o), threshold)| {
+            let outcome = QuestionOutcome {
+                returned: o.ranked.iter().map(turn).collect(),
+                via: o.via.iter().map(|&n| memory.node_name(n)).collect(),
+                recall_10: (!item.gold.is_empty()).then(|| {
+                    let found = item.gold.iter().filter(|g| o.ranked.iter().take(10).any(|r| r == *g)).count();
+                    found as f64 / item.gold.len() as f64
+                }),
+                confidence: o.confidence,
+                rejected: threshold.map(|t| o.confidence < t),
+            };
+            (mode.as_str().to_string(), outcome)
+        })
+        .collect();
+    QuestionResult {
+        conversation: memory.conversation().to_string(),
+        id: item.id.clone(),
+        group: item.group.clone(),
+        adversarial: item.adversarial,
+        gold: item.gold.iter().map(turn).collect(),
+        modes,
+    }
 }
 
 /// Builds the dense index of every memory that gets one (timed, so no question pays for it)
@@ -636,11 +717,13 @@ mod tests {
 
     fn item(adversarial: bool, gold: Vec<u32>, ranked: Vec<u32>, confidence: f64) -> Item {
         Item {
+            memory: 0,
+            id: "q".into(),
             group: "g".into(),
             adversarial,
             gold,
             calibration: false,
-            outcomes: vec![Outcome { ranked, confidence, millis: 1.0, tokens: 10 }],
+            outcomes: vec![Outcome { via: ranked.clone(), ranked, confidence, millis: 1.0, tokens: 10 }],
         }
     }
 

@@ -25,8 +25,9 @@ pub struct GraphInput<'a> {
     pub pagerank: &'a [f32],
     /// Per node, the episodes a concept stands for (empty for episodes).
     pub links: &'a [Vec<u32>],
-    /// Per node: 0 episode, 1 concept.
-    pub kinds: &'a [u32],
+    /// Per node: the node of its turn's first passage for an episode (a result holds a turn
+    /// once), [`crate::retrieve::CONCEPT_TURN`] for a concept.
+    pub turns: &'a [u32],
     /// The PageRank transition.
     pub transition: &'a Transition,
 }
@@ -98,7 +99,7 @@ pub struct Corpus {
     pub(crate) pagerank: Column,
     pub(crate) link_ptr: Column,
     pub(crate) link_dst: Column,
-    pub(crate) kinds: Column,
+    pub(crate) turns: Column,
     /// Host copy of the propagation CSR's row pointers (for byte counts).
     pub(crate) edge_offsets: Vec<u32>,
     pub(crate) pr_ptr: Column,
@@ -138,7 +139,7 @@ impl Corpus {
             pagerank: Column::new(gpu, "pagerank")?,
             link_ptr: Column::new(gpu, "link ptr")?,
             link_dst: Column::new(gpu, "link dst")?,
-            kinds: Column::new(gpu, "kinds")?,
+            turns: Column::new(gpu, "turns")?,
             edge_offsets: vec![0],
             pr_ptr: Column::new(gpu, "transition ptr")?,
             pr_src: Column::new(gpu, "transition src")?,
@@ -168,7 +169,7 @@ impl Corpus {
         if g.embeddings.len() != n * EMBEDDING_DIM {
             return Err(bad("the embedding matrix"));
         }
-        if g.spreading.len() != n || g.spreading_no_fan.len() != n || g.links.len() != n || g.kinds.len() != n {
+        if g.spreading.len() != n || g.spreading_no_fan.len() != n || g.links.len() != n || g.turns.len() != n {
             return Err(bad("the propagation matrix or the links"));
         }
         if g.transition.len() != n {
@@ -204,7 +205,7 @@ impl Corpus {
         let pr_prob: Vec<f32> = tw.iter().map(|&w| w as f32).collect();
         self.embeddings.append(&gpu, g.embeddings)?;
         self.pagerank.append(&gpu, g.pagerank)?;
-        self.kinds.append(&gpu, g.kinds)?;
+        self.turns.append(&gpu, g.turns)?;
         self.ptr.append(&gpu, &ptr)?;
         self.src.append(&gpu, s)?;
         self.coef.append(&gpu, c)?;

@@ -130,14 +130,14 @@ impl GpuKernels {
         let no_transition = Transition::new(n, std::iter::empty());
         let pagerank = vec![0.0f32; n];
         let links = vec![Vec::new(); n];
-        let kinds = vec![0u32; n];
+        let turns: Vec<u32> = (0..n as u32).collect();
         let graph = GraphInput {
             embeddings: parts.embeddings.unwrap_or(&zeros),
             spreading: parts.spreading.unwrap_or(&empty),
             spreading_no_fan: parts.spreading.unwrap_or(&empty),
             pagerank: &pagerank,
             links: &links,
-            kinds: &kinds,
+            turns: &turns,
             transition: parts.transition.unwrap_or(&no_transition),
         };
         let corpus = Corpus::upload(&self.gpu, &[graph])?;
@@ -218,6 +218,7 @@ fn stage_settings(out_k: usize, top_m: usize, beta: f32) -> RankSettings {
         out_k,
         top_k: 0,
         concepts: false,
+        concept_anchors: true,
     }
 }
 

@@ -93,6 +93,8 @@ pub const FLAG_EDGES: u32 = 1;
 pub const FLAG_PAGERANK: u32 = 2;
 /// Flag: a concept in the ranking stands for its best linked episode.
 pub const FLAG_CONCEPTS: u32 = 4;
+/// Flag: concept nodes may not be dense anchors.
+pub const FLAG_NO_CONCEPT_ANCHORS: u32 = 8;
 
 /// Parameters of one selection (`SelectParams`).
 #[repr(C)]

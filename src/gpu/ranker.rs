@@ -13,8 +13,8 @@ use crate::error::{Error, Result};
 
 use super::corpus::Corpus;
 use super::layout::{
-    FLAG_CONCEPTS, FLAG_EDGES, FLAG_PAGERANK, GraphInfo, HIST_CHUNK, HIT_WORDS, MAX_LIST, Params, RECORD_HEADER,
-    SELECT_STATE_WORDS, Segment, SelectParams, TILE, WG, record_words,
+    FLAG_CONCEPTS, FLAG_EDGES, FLAG_NO_CONCEPT_ANCHORS, FLAG_PAGERANK, GraphInfo, HIST_CHUNK, HIT_WORDS, MAX_LIST,
+    Params, RECORD_HEADER, SELECT_STATE_WORDS, Segment, SelectParams, TILE, WG, record_words,
 };
 use super::registry::Family;
 use super::{Gpu, grid};
@@ -68,6 +68,8 @@ pub struct RankSettings {
     pub top_k: usize,
     /// A concept in the ranking stands for its best linked episode not yet taken.
     pub concepts: bool,
+    /// Concepts may be dense anchors (the BM25 anchors come from the host).
+    pub concept_anchors: bool,
 }
 
 impl RankSettings {
@@ -482,7 +484,8 @@ impl<'c> Batch<'c> {
             n_queries: queries.len() as u32,
             flags: if s.edges { FLAG_EDGES } else { 0 }
                 | if s.pagerank { FLAG_PAGERANK } else { 0 }
-                | if s.concepts { FLAG_CONCEPTS } else { 0 },
+                | if s.concepts { FLAG_CONCEPTS } else { 0 }
+                | if s.concept_anchors { 0 } else { FLAG_NO_CONCEPT_ANCHORS },
             top_m: s.top_m as u32,
             out_k: s.out_k as u32,
             decay: s.decay,
@@ -647,6 +650,7 @@ impl<'c> Batch<'c> {
                 &self.lexical,
                 &self.dense,
                 &self.sim,
+                &c.turns.buffer,
             ],
         );
         let (x, z) = grid(self.n_max.div_ceil(WG), self.gpu().limits().max_compute_workgroups_per_dimension);
@@ -756,7 +760,7 @@ impl<'c> Batch<'c> {
                 &self.sorted,
                 &c.link_ptr.buffer,
                 &c.link_dst.buffer,
-                &c.kinds.buffer,
+                &c.turns.buffer,
                 &self.out,
             ],
         );

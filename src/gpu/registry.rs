@@ -76,7 +76,7 @@ impl Family {
     /// Slot kinds of group 0, by binding number.
     pub fn slots(self) -> &'static [Slot] {
         match self {
-            Family::Similarity => &[Uniform, Read, Read, Read, Read, Read, Read, ReadWrite, ReadWrite],
+            Family::Similarity => &[Uniform, Read, Read, Read, Read, Read, Read, ReadWrite, ReadWrite, Read],
             Family::Propagate => &[Uniform, Read, Read, Read, Read, Read, Read, ReadWrite],
             Family::Select => &[Uniform, Read, Read, Read, ReadWrite, ReadWrite, ReadWrite, Uniform, ReadWrite],
             Family::Activation => &[Uniform, Read, Read, Read, Read, ReadWrite, Read, Read, Read, ReadWrite],

@@ -142,6 +142,9 @@ pub struct RetrieveConfig {
     /// Let a concept node in the ranking stand for its best-scoring episode not yet returned
     /// (default true, as the paper); when false only episode nodes are ranked.
     pub concepts_in_results: bool,
+    /// Let concept nodes be anchors (default true, as the paper); when false only episodes are
+    /// anchors, and concepts gain activation only through the episodes that anchor.
+    pub concept_anchors: bool,
     /// Multiply the confidence by the speaker agreement when the query names one speaker of
     /// the conversation: the best returned episode that speaker said, relative to the best
     /// (default true). Adversarial LoCoMo questions ask about one speaker what the other said.
@@ -198,6 +201,7 @@ impl Default for RetrieveConfig {
             lambda_pagerank: 0.0,
             gate_threshold: 0.12,
             concepts_in_results: true,
+            concept_anchors: true,
             speaker_check: true,
             rrf_k: 60.0,
             importance: 0.5,
@@ -269,6 +273,7 @@ impl RetrieveConfig {
             out_k: (4 * c.top_k).max(c.top_k + 64).min(MAX_LIST),
             top_k: c.top_k,
             concepts: c.concepts_in_results,
+            concept_anchors: c.concept_anchors,
         })
     }
 }
@@ -382,8 +387,12 @@ pub struct Memory {
     bm25: Bm25Index,
     /// Per concept node: its episodes (abstraction out-edges).
     concept_episodes: Vec<Vec<u32>>,
-    /// Per node: 0 episode, 1 concept (for the GPU).
-    kinds: Vec<u32>,
+    /// Per episode: the episode of its turn's first passage (itself for a whole turn). A
+    /// result holds a turn once.
+    turns: Vec<u32>,
+    /// Per node: the node of its turn's first passage for an episode, [`CONCEPT_TURN`] for a
+    /// concept (the GPU walk's twin of `turns`).
+    turn_nodes: Vec<u32>,
     spreading: Spreading,
     spreading_no_fan: Spreading,
     no_graph: Spreading,
@@ -462,7 +471,16 @@ impl Memory {
                 concept_episodes[e.src as usize].push(e.dst);
             }
         }
-        let kinds = graph.nodes.iter().map(|n| matches!(n, NodeRef::Concept(_)) as u32).collect();
+        let turns = turn_starts(&episodes);
+        let episode_nodes = graph.episode_nodes();
+        let turn_nodes = graph
+            .nodes
+            .iter()
+            .map(|n| match *n {
+                NodeRef::Episode(e) => episode_nodes[turns[e as usize] as usize],
+                NodeRef::Concept(_) => CONCEPT_TURN,
+            })
+            .collect();
         let spreading = Spreading::new(&graph, &config.activation_for(Mode::Synapse));
         let spreading_no_fan = Spreading::new(&graph, &config.activation_for(Mode::NoFan));
         let transition =
@@ -471,7 +489,6 @@ impl Memory {
             episodes.iter().map(|e| first_name(&e.speaker)).filter(|s| !s.is_empty()).collect();
         speakers.sort();
         speakers.dedup();
-        let episode_nodes = graph.episode_nodes();
         let age = node_ages(&graph, &concept_episodes);
         let importance = node_importance(&graph);
         Ok(Memory {
@@ -488,7 +505,8 @@ impl Memory {
             embeddings,
             bm25,
             concept_episodes,
-            kinds,
+            turns,
+            turn_nodes,
             spreading,
             spreading_no_fan,
             transition,
@@ -764,7 +782,7 @@ impl Memory {
             spreading_no_fan: &self.spreading_no_fan,
             pagerank: &self.graph.pagerank,
             links: &self.concept_episodes,
-            kinds: &self.kinds,
+            turns: &self.turn_nodes,
             transition: &self.transition,
         }
     }
@@ -775,7 +793,12 @@ impl Memory {
         let entries = self.bm25.score_sparse(&query.terms);
         let mut ranked = entries.clone();
         ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        let anchors = ranked.into_iter().take(self.config.anchor_k).map(|(d, _)| d).collect();
+        let anchors = ranked
+            .into_iter()
+            .filter(|&(d, _)| self.config.concept_anchors || self.turn_nodes[d as usize] != CONCEPT_TURN)
+            .take(self.config.anchor_k)
+            .map(|(d, _)| d)
+            .collect();
         Lexical { entries, anchors }
     }
 
@@ -830,11 +853,26 @@ impl Memory {
     /// similarity, ascending node id.
     fn anchors(&self, base: &Base) -> Vec<u32> {
         let k = self.config.anchor_k;
-        let mut anchors: Vec<u32> = top_order(&base.dense, k);
-        anchors.extend(top_order(&base.bm25, k).into_iter().filter(|&i| base.bm25[i as usize] > 0.0));
+        let mut anchors: Vec<u32> = top_order(&self.anchor_scores(&base.dense), k);
+        let bm25 = self.anchor_scores(&base.bm25);
+        anchors.extend(top_order(&bm25, k).into_iter().filter(|&i| bm25[i as usize] > 0.0));
         anchors.sort_unstable();
         anchors.dedup();
         anchors
+    }
+
+    /// `scores` as anchors are chosen by: concepts' at −∞ unless concepts may anchor.
+    fn anchor_scores<'a>(&self, scores: &'a [f32]) -> std::borrow::Cow<'a, [f32]> {
+        if self.config.concept_anchors {
+            return std::borrow::Cow::Borrowed(scores);
+        }
+        std::borrow::Cow::Owned(
+            scores
+                .iter()
+                .zip(&self.turn_nodes)
+                .map(|(&s, &t)| if t == CONCEPT_TURN { f32::NEG_INFINITY } else { s })
+                .collect(),
+        )
     }
 
     /// The dense index of this memory, built on first use; `None` when the settings give it
@@ -909,13 +947,14 @@ impl Memory {
         };
         let cosine_bound = index.bounds(&query.embedding);
         let mut known = vec![f32::NAN; n];
-        let mut anchors = self.dense_anchors(&cosine_bound, &mut known, query);
+        let mut anchors = self.dense_anchors(&self.anchor_scores(&cosine_bound), &mut known, query);
         let known = known;
         let cosine = |i: u32| {
             let x = known[i as usize];
             if x.is_nan() { dot(self.embedding(i), &query.embedding) } else { x }
         };
-        anchors.extend(top_order(&bm25, c.anchor_k).into_iter().filter(|&i| bm25[i as usize] > 0.0));
+        let lexical = self.anchor_scores(&bm25);
+        anchors.extend(top_order(&lexical, c.anchor_k).into_iter().filter(|&i| lexical[i as usize] > 0.0));
         anchors.sort_unstable();
         anchors.dedup();
         let mut a0 = vec![0.0f32; n];
@@ -930,7 +969,7 @@ impl Memory {
         let bound: Vec<f32> =
             (0..n).map(|i| hybrid(if known[i].is_nan() { cosine_bound[i] } else { known[i] }, i)).collect();
         let score = |i: u32| hybrid(cosine(i), i as usize);
-        let (hits, top) = self.rank_hits(&bound, false, &score, &|i, s| Signals {
+        let (hits, top) = self.rank_hits(&bound, false, true, &score, &|i, s| Signals {
             dense: cosine(i as u32),
             bm25: bm25[i],
             activation: Some(a[i]),
@@ -952,6 +991,7 @@ impl Memory {
         &self,
         bound: &[f32],
         exact: bool,
+        concepts: bool,
         score: &dyn Fn(u32) -> f32,
         signals: &dyn Fn(usize, f32) -> Signals,
     ) -> (Vec<Hit>, Option<u32>) {
@@ -965,7 +1005,7 @@ impl Memory {
             if !exact {
                 order.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
             }
-            let (hits, used) = self.expand(&order, score, signals);
+            let (hits, used) = self.expand(&order, concepts, score, signals);
             let settled = match next {
                 None => true,
                 Some(next) => hits.len() >= top_k && (exact || order[used - 1].1 > next),
@@ -1019,17 +1059,9 @@ impl Memory {
                             .collect()
                     }
                 };
-                let order = top_order(&episode_only(&scores), self.config.top_k);
-                let hits: Vec<Hit> = order
-                    .iter()
-                    .filter(|&&i| matches!(self.graph.nodes[i as usize], NodeRef::Episode(_)))
-                    .take(self.config.top_k)
-                    .map(|&i| Hit {
-                        episode: self.episode_of(i),
-                        node: i,
-                        signals: signals(i as usize, scores[i as usize], None, None),
-                    })
-                    .collect();
+                let ranked = episode_only(&scores);
+                let (hits, _) =
+                    self.rank_hits(&ranked, true, false, &|i| ranked[i as usize], &|i, s| signals(i, s, None, None));
                 let confidence = hits.first().map_or(0.0, |h| h.signals.score);
                 self.gate(query, Retrieval { mode, hits, confidence, rejected: false, anchors: Vec::new() })
             }
@@ -1041,7 +1073,7 @@ impl Memory {
                 }
                 let ppr = self.transition.rank(self.config.ppr_damping as f64, Some(&teleport));
                 let scores: Vec<f32> = ppr.iter().map(|&p| (p * n as f64) as f32).collect();
-                let (hits, _) = self.rank_hits(&scores, true, &|i| scores[i as usize], &|i, s| {
+                let (hits, _) = self.rank_hits(&scores, true, true, &|i| scores[i as usize], &|i, s| {
                     signals(i, s, Some(s), Some(self.graph.pagerank[i]))
                 });
                 let confidence = hits.first().map_or(0.0, |h| h.signals.score);
@@ -1062,7 +1094,7 @@ impl Memory {
                         c.lambda_similarity * base.sim[i] + c.lambda_activation * a[i] + c.lambda_pagerank * pagerank[i]
                     })
                     .collect();
-                let (hits, top) = self.rank_hits(&scores, true, &|i| scores[i as usize], &|i, s| {
+                let (hits, top) = self.rank_hits(&scores, true, true, &|i| scores[i as usize], &|i, s| {
                     signals(i, s, Some(a[i]), Some(pagerank[i]))
                 });
                 let confidence = top.map_or(0.0, |i| a[i as usize]);
@@ -1116,17 +1148,21 @@ impl Memory {
         }
     }
 
-    /// Walks a node ranking, (node, score) best first, into at most `top_k` distinct episodes:
-    /// an episode node stands for itself; a concept (when enabled) for its linked episode that
-    /// ranks best (`score`, then lower node) and is not yet taken. Returns the hits and how
-    /// many nodes of `order` it used. (`walk` in shaders/score.wgsl is the GPU's twin.)
+    /// Walks a node ranking, (node, score) best first, into at most `top_k` episodes of
+    /// distinct turns: an episode stands for itself unless a passage of its turn is already
+    /// taken; a concept (when `concepts` and `concepts_in_results`) for its linked episode that
+    /// ranks best (`score`, then lower node) and whose turn is not yet taken; otherwise it is
+    /// passed over. Returns the hits and how many nodes of
+    /// `order` it used. (`walk` in shaders/score.wgsl is the GPU's twin.)
     fn expand(
         &self,
         order: &[(u32, f32)],
+        concepts: bool,
         score: &dyn Fn(u32) -> f32,
         signals: &dyn Fn(usize, f32) -> Signals,
     ) -> (Vec<Hit>, usize) {
         let mut taken = vec![false; self.episodes.len()];
+        let free = |taken: &[bool], e: u32| !taken[self.turns[e as usize] as usize];
         let mut hits = Vec::with_capacity(self.config.top_k);
         let mut used = 0;
         for &(i, s) in order {
@@ -1136,24 +1172,44 @@ impl Memory {
             used += 1;
             let episode = match self.graph.nodes[i as usize] {
                 NodeRef::Episode(e) => Some(e),
-                NodeRef::Concept(_) if self.config.concepts_in_results => self.concept_episodes[i as usize]
+                NodeRef::Concept(_) if concepts && self.config.concepts_in_results => self.concept_episodes[i as usize]
                     .iter()
                     .copied()
-                    .filter(|&e| !taken[self.episode_of(e) as usize])
+                    .filter(|&e| free(&taken, self.episode_of(e)))
                     .map(|e| (e, score(e)))
                     .min_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)))
                     .map(|(e, _)| self.episode_of(e)),
                 NodeRef::Concept(_) => None,
             };
             if let Some(e) = episode
-                && !taken[e as usize]
+                && free(&taken, e)
             {
-                taken[e as usize] = true;
+                taken[self.turns[e as usize] as usize] = true;
                 hits.push(Hit { episode: e, node: i, signals: signals(i as usize, s) });
             }
         }
         (hits, used)
     }
+
+    /// The first passage's episode of each episode's turn (itself for a whole turn).
+    pub fn turns(&self) -> &[u32] {
+        &self.turns
+    }
+}
+
+/// [`Memory`]'s turn of a concept node in the GPU walk's column: no turn.
+pub const CONCEPT_TURN: u32 = u32::MAX;
+
+/// Per episode (conversation order): the episode holding its turn's first passage, itself for
+/// a whole turn or one whose first passage is not stored.
+fn turn_starts(episodes: &[Episode]) -> Vec<u32> {
+    let first: std::collections::HashMap<&str, u32> =
+        episodes.iter().enumerate().map(|(i, e)| (e.turn_id.as_str(), i as u32)).collect();
+    episodes
+        .iter()
+        .enumerate()
+        .map(|(i, e)| first.get(crate::conversation::turn_of(&e.turn_id)).copied().unwrap_or(i as u32))
+        .collect()
 }
 
 /// Most concepts a candidate subgraph takes for linking two or more returned episodes.

@@ -63,9 +63,20 @@ fn gpu_batches_over_real_graphs_return_what_the_cpu_returns() {
     let embedder = Embedder::load(&config.embed).expect("model (scripts/fetch-model.sh)");
     let mut loaded = load_path(&data.join("locomo/locomo10-dev.json"), &LoadOptions::default()).expect("locomo");
     let conv = loaded.conversations.iter().position(|c| c.id == "conv-30").expect("conv-30");
-    let conversations = [loaded.conversations.swap_remove(conv), load_demo().expect("demo").conversations.remove(0)];
-    let memories: Vec<Memory> =
-        conversations.iter().map(|c| in_memory(c, &embedder, &config).expect("memory")).collect();
+    // A BEAM conversation's first two batches cut into short passages: results hold a turn once.
+    let mut beam = load_path(&data.join("beam/100K/1"), &LoadOptions::default()).expect("beam").conversations.remove(0);
+    beam.sessions.truncate(2);
+    let mut short = config.clone();
+    short.ingest.passage_pieces = 128;
+    let conversations =
+        [loaded.conversations.swap_remove(conv), load_demo().expect("demo").conversations.remove(0), beam];
+    let memories: Vec<Memory> = conversations
+        .iter()
+        .enumerate()
+        .map(|(k, c)| in_memory(c, &embedder, if k == 2 { &short } else { &config }).expect("memory"))
+        .collect();
+    let passages = memories[2].turns().iter().enumerate().filter(|&(e, &t)| e as u32 != t).count();
+    assert!(passages > 50, "{passages} later passages in the BEAM memory");
     let mut analyzer = Analyzer::new().expect("analyzer");
     let mut requests: Vec<(usize, Query)> = Vec::new();
     for (m, c) in conversations.iter().enumerate() {
@@ -84,8 +95,56 @@ fn gpu_batches_over_real_graphs_return_what_the_cpu_returns() {
         assert!(!cpu_report.on_gpu);
         assert!(report.on_gpu && report.fallback.is_none(), "{mode}: {report:?}");
         assert_eq!(report.completed_on_cpu, 0, "{mode}: walks the GPU could not decide");
-        for ((c, g), (_, q)) in cpu.iter().zip(&gpu).zip(&requests) {
+        let mut later_passages = 0;
+        for ((c, g), (m, q)) in cpu.iter().zip(&gpu).zip(&requests) {
             assert_same(c, g, &format!("{mode}: {}", q.text));
+            let turns = cpu_engine.memories()[*m].turns();
+            let mut seen: Vec<u32> = c.hits.iter().map(|h| turns[h.episode as usize]).collect();
+            later_passages += c.hits.iter().filter(|h| turns[h.episode as usize] != h.episode).count();
+            seen.sort_unstable();
+            let distinct = seen.len();
+            seen.dedup();
+            assert_eq!(seen.len(), distinct, "{mode}: a turn returned twice for {}", q.text);
+        }
+        assert!(later_passages > 0, "{mode}: no passage but a first one was ever returned");
+    }
+    // Episodes only as anchors (`retrieve.concept_anchors = false`): the GPU agrees, no anchor
+    // is a concept, and the anchors differ from the default's somewhere.
+    let mut episodes_only = config.retrieve.clone();
+    episodes_only.concept_anchors = false;
+    let memories: Vec<Memory> = cpu_engine
+        .memories()
+        .iter()
+        .map(|m| Memory::new(m.conversation(), m.episodes().to_vec(), m.graph().clone(), episodes_only.clone()))
+        .collect::<myelin::Result<_>>()
+        .expect("memories");
+    let cpu_episode_anchors = Engine::on_cpu(memories.clone());
+    let gpu_episode_anchors = Engine::on_gpu(memories, test_gpu().expect("gpu"), "test".into()).expect("upload");
+    let (default, _) = cpu_engine.retrieve_batch(&refs, Mode::Synapse).expect("cpu");
+    let (cpu, _) = cpu_episode_anchors.retrieve_batch(&refs, Mode::Synapse).expect("cpu");
+    let (gpu, report) = gpu_episode_anchors.retrieve_batch(&refs, Mode::Synapse).expect("gpu");
+    assert!(report.on_gpu && report.fallback.is_none(), "{report:?}");
+    let mut changed = 0;
+    for (((c, g), d), (m, q)) in cpu.iter().zip(&gpu).zip(&default).zip(&requests) {
+        assert_same(c, g, &format!("episode anchors: {}", q.text));
+        let graph = cpu_engine.memories()[*m].graph();
+        assert!(
+            c.anchors.iter().all(|&a| matches!(graph.nodes[a as usize], myelin::graph::NodeRef::Episode(_))),
+            "a concept anchors {}",
+            q.text
+        );
+        changed += (c.anchors != d.anchors) as usize;
+    }
+    assert!(changed > requests.len() / 4, "episode anchors changed {changed} of {} queries", requests.len());
+    for mode in [Mode::Dense, Mode::Bm25, Mode::Rrf, Mode::Linear, Mode::Ppr] {
+        let (cpu, _) = cpu_engine.retrieve_batch(&refs, mode).expect("cpu");
+        for (c, (m, q)) in cpu.iter().zip(&requests) {
+            let turns = cpu_engine.memories()[*m].turns();
+            let mut seen: Vec<u32> = c.hits.iter().map(|h| turns[h.episode as usize]).collect();
+            seen.sort_unstable();
+            seen.dedup();
+            assert_eq!(seen.len(), c.hits.len(), "{mode}: a turn returned twice for {}", q.text);
+            assert_eq!(c.hits.len(), 30.min(cpu_engine.memories()[*m].episodes().len()), "{mode}: {}", q.text);
         }
     }
     // A batch split into many submits (a tiny work budget) gives the same results.
