@@ -118,6 +118,7 @@ fn locomo_eval_reports_every_mode_and_the_graph_helps() {
     let store = dir.path().join("store");
     let json = dir.path().join("report.json");
     let svg = dir.path().join("recall.svg");
+    let lines = dir.path().join("questions.jsonl");
     let args = [
         "eval",
         "locomo",
@@ -128,6 +129,8 @@ fn locomo_eval_reports_every_mode_and_the_graph_helps() {
         json.to_str().unwrap(),
         "--plot",
         svg.to_str().unwrap(),
+        "--per-question",
+        lines.to_str().unwrap(),
     ];
     let table = ok(&store, &args);
     assert!(table.contains("synapse") && table.contains("multi-hop"), "{table}");
@@ -165,6 +168,39 @@ fn locomo_eval_reports_every_mode_and_the_graph_helps() {
     assert!(r10("synapse") > r10("no-graph"), "synapse {} no-graph {}", r10("synapse"), r10("no-graph"));
     assert!(r["modes"]["synapse"]["gate"]["threshold"].as_f64().is_some());
     assert!(r["modes"]["dense"]["gate"]["threshold"].is_null(), "a baseline has no gate without calibration");
+
+    // One line per question; per mode its recall@10 averages to the report's, each turn once.
+    let questions: Vec<Value> = std::fs::read_to_string(&lines)
+        .expect("per-question file")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(questions.len(), total);
+    for mode in MODES {
+        let answerable: Vec<f64> = questions
+            .iter()
+            .filter(|q| q["group"] != "adversarial")
+            .filter_map(|q| q["modes"][mode]["recall@10"].as_f64())
+            .collect();
+        let mean = answerable.iter().sum::<f64>() / answerable.len() as f64;
+        assert!((mean - r10(mode)).abs() < 1e-9, "{mode}: per-question mean {mean}, report {}", r10(mode));
+        for q in &questions {
+            let m = &q["modes"][mode];
+            let returned: Vec<&str> =
+                m["returned"].as_array().expect("returned").iter().filter_map(|t| t.as_str()).collect();
+            let mut distinct = returned.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            assert!(
+                returned.len() == 30 && distinct.len() == 30,
+                "{mode}: {} returned, {} turns",
+                returned.len(),
+                distinct.len()
+            );
+            assert_eq!(m["via"].as_array().map(Vec::len), Some(30));
+            assert_eq!(m["rejected"].is_boolean(), mode.starts_with("synapse") || mode.starts_with("no-"), "{mode}");
+        }
+    }
 
     let plot = std::fs::read_to_string(&svg).expect("svg");
     assert!(plot.starts_with("<svg") || plot.starts_with("<?xml"), "{}", &plot[..80.min(plot.len())]);
