@@ -290,10 +290,6 @@ pub struct Loaded {
     pub questions: Vec<Labelled>,
     /// Tokens of each conversation's episodes.
     pub tokens: Vec<Vec<usize>>,
-    /// For each conversation, each episode's turn: the episode that holds the turn's first
-    /// passage (itself for a whole turn). Evidence names turns, so a retrieved passage counts
-    /// for its turn.
-    pub turns: Vec<Vec<u32>>,
     /// Query embedding time per question, ms.
     pub embed_ms: Vec<f64>,
 }
@@ -308,13 +304,7 @@ pub async fn load(
     config: &RetrieveConfig,
     progress: &ProgressBar,
 ) -> Result<Loaded> {
-    let mut loaded = Loaded {
-        memories: Vec::new(),
-        questions: Vec::new(),
-        tokens: Vec::new(),
-        turns: Vec::new(),
-        embed_ms: Vec::new(),
-    };
+    let mut loaded = Loaded { memories: Vec::new(), questions: Vec::new(), tokens: Vec::new(), embed_ms: Vec::new() };
     let mut analyzer = Analyzer::new()?;
     let mut all_questions = Vec::with_capacity(conversations.len());
     for id in conversations {
@@ -331,7 +321,6 @@ pub async fn load(
             .iter()
             .map(|q| q.evidence.iter().filter_map(|e| position.get(e.as_str()).copied()).collect())
             .collect();
-        loaded.turns.push(memory.turns().to_vec());
         let texts: Vec<String> = episodes.iter().map(|e| e.embedding_text()).collect();
         loaded.tokens.push(texts.iter().map(|t| embedder.token_count(t)).collect::<Result<_>>()?);
         drop(position);
@@ -369,8 +358,8 @@ pub fn training_examples(loaded: &Loaded, set: FeatureSet) -> Result<Vec<Example
             let memory = &loaded.memories[q.memory];
             let r = memory.retrieve(&q.query, Mode::Synapse)?;
             let (candidates, embeddings) = memory.gnn_input(&q.query, &r);
-            // Every passage of a gold turn is relevant.
-            let turns = &loaded.turns[q.memory];
+            // Every passage of a gold turn is relevant (evidence names turns).
+            let turns = memory.turns();
             let gold: Vec<u32> = (0..turns.len() as u32).filter(|&e| q.gold.contains(&turns[e as usize])).collect();
             Example::new(
                 set,
@@ -403,7 +392,7 @@ pub async fn evaluate(
     if options.modes.is_empty() {
         return Err(Error::InvalidArgument("no retrieval mode to evaluate".into()));
     }
-    let Loaded { memories, questions, tokens: tokens_of, turns: turn_of_episode, mut embed_ms } =
+    let Loaded { memories, questions, tokens: tokens_of, mut embed_ms } =
         load(store, dataset, conversations, embedder, config, progress).await?;
     let mut items: Vec<Item> = Vec::with_capacity(questions.len());
     let mut requests: Vec<(usize, Query)> = Vec::with_capacity(questions.len());
@@ -444,7 +433,8 @@ pub async fn evaluate(
         let outcome = |m: usize, r: &Retrieval, millis: f64| {
             let tokens = r.hits.iter().map(|h| tokens_of[m][h.episode as usize]).sum();
             // Ranked by turn: a passage stands for the turn evidence names.
-            let ranked: Vec<u32> = r.hits.iter().map(|h| turn_of_episode[m][h.episode as usize]).collect();
+            let turns = engine.memories()[m].turns();
+            let ranked: Vec<u32> = r.hits.iter().map(|h| turns[h.episode as usize]).collect();
             let via = r.hits.iter().map(|h| h.node).collect();
             Outcome { ranked, via, confidence: r.confidence as f64, millis, tokens }
         };

@@ -852,13 +852,16 @@ impl Memory {
     /// Anchors: the union of the top `anchor_k` nodes by BM25 (score > 0) and by dense
     /// similarity, ascending node id.
     fn anchors(&self, base: &Base) -> Vec<u32> {
-        let k = self.config.anchor_k;
-        let mut anchors: Vec<u32> = top_order(&self.anchor_scores(&base.dense), k);
-        let bm25 = self.anchor_scores(&base.bm25);
-        anchors.extend(top_order(&bm25, k).into_iter().filter(|&i| bm25[i as usize] > 0.0));
-        anchors.sort_unstable();
-        anchors.dedup();
-        anchors
+        self.with_lexical_anchors(top_order(&self.anchor_scores(&base.dense), self.config.anchor_k), &base.bm25)
+    }
+
+    /// `dense` anchors joined by the top `anchor_k` nodes by BM25 (score > 0), ascending node id.
+    fn with_lexical_anchors(&self, mut dense: Vec<u32>, bm25: &[f32]) -> Vec<u32> {
+        let bm25 = self.anchor_scores(bm25);
+        dense.extend(top_order(&bm25, self.config.anchor_k).into_iter().filter(|&i| bm25[i as usize] > 0.0));
+        dense.sort_unstable();
+        dense.dedup();
+        dense
     }
 
     /// `scores` as anchors are chosen by: concepts' at −∞ unless concepts may anchor.
@@ -947,16 +950,13 @@ impl Memory {
         };
         let cosine_bound = index.bounds(&query.embedding);
         let mut known = vec![f32::NAN; n];
-        let mut anchors = self.dense_anchors(&self.anchor_scores(&cosine_bound), &mut known, query);
+        let dense = self.dense_anchors(&self.anchor_scores(&cosine_bound), &mut known, query);
+        let anchors = self.with_lexical_anchors(dense, &bm25);
         let known = known;
         let cosine = |i: u32| {
             let x = known[i as usize];
             if x.is_nan() { dot(self.embedding(i), &query.embedding) } else { x }
         };
-        let lexical = self.anchor_scores(&bm25);
-        anchors.extend(top_order(&lexical, c.anchor_k).into_iter().filter(|&i| lexical[i as usize] > 0.0));
-        anchors.sort_unstable();
-        anchors.dedup();
         let mut a0 = vec![0.0f32; n];
         for &i in &anchors {
             a0[i as usize] = (c.alpha * sim(cosine(i), i as usize)).max(0.0);
@@ -1152,8 +1152,8 @@ impl Memory {
     /// distinct turns: an episode stands for itself unless a passage of its turn is already
     /// taken; a concept (when `concepts` and `concepts_in_results`) for its linked episode that
     /// ranks best (`score`, then lower node) and whose turn is not yet taken; otherwise it is
-    /// passed over. Returns the hits and how many nodes of
-    /// `order` it used. (`walk` in shaders/score.wgsl is the GPU's twin.)
+    /// passed over. Returns the hits and how many nodes of `order` it used. (`walk` in
+    /// shaders/score.wgsl is the GPU's twin.)
     fn expand(
         &self,
         order: &[(u32, f32)],
