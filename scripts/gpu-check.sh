@@ -8,7 +8,10 @@
 # STORE_DIRs add real graphs (questions embedded once, cached beside them: the model need not
 # be on the machine when the cache is). Without the Vulkan loader, it unpacks the .debs in
 # $VULKAN_DEBS (default .gpu-pack/debs; scripts/gpu-pack.sh packs everything for a machine
-# without a toolchain).
+# without a toolchain). SKELETONS="FILE..." adds skeleton workloads (`myelin bench --skeleton`):
+# the real graphs of stores too big to travel, with synthetic text and embeddings; with two or
+# more, the goals table gives the growth of the time per question from the smallest to the
+# largest (issue 7: at most 1.5× from a 100K-token history to a 10M one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEBS="${VULKAN_DEBS:-.gpu-pack/debs}"
@@ -27,5 +30,7 @@ if [ -z "${MYELIN_BIN:-}" ]; then
 fi
 export MYELIN_BIN OUT_DIR="${OUT_DIR:-bench-results/gpu-check-$(date +%Y%m%d-%H%M%S)}"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+SK=()
+for f in ${SKELETONS:-}; do SK+=(--skeleton "$f"); done
 timeout "${GPU_CHECK_TIMEOUT:-540}" scripts/bench-cpu-vs-gpu.sh "$@" -- --backend gpu --parity \
-  --nodes "${NODES:-1000,10000,30000,100000,200000,300000}" --batches "${BATCHES:-1,16,256,1024}"
+  --nodes "${NODES:-1000,10000,30000,100000,200000,300000}" --batches "${BATCHES:-1,16,256,1024}" ${SK[@]+"${SK[@]}"}

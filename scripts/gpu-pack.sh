@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Packs what scripts/gpu-check.sh needs on a GPU machine that has no Rust toolchain and no
-# network into .gpu-pack/ (git-ignored, under 64 MiB): the stripped release binary (xz), the
-# Vulkan loader (Debian's libvulkan1 .deb), a store and its question embeddings, and run.sh.
-#   scripts/gpu-pack.sh [STORE_DIR]
+# network into .gpu-pack/ (git-ignored): the stripped release binary (xz), the Vulkan loader
+# (Debian's libvulkan1 .deb), stores and their question embeddings, skeletons, and run.sh.
+#   scripts/gpu-pack.sh [STORE_DIR...]
+# SKELETONS="STORE_DIR..." adds the skeletons of those stores (`myelin bench --save-skeletons`:
+# their graphs without text and embeddings, xz-compressed), for stores too big to travel: the
+# 10M-token graph is a few MB where its store is 180. Refuses a pack that, with the tracked
+# files, would not fit the 64 MiB a device run carries.
 # Then, on the GPU machine, from the repository root: bash .gpu-pack/run.sh
 # (results in $OUT/check when $OUT is set, else bench-results/gpu-check-<date>/).
 set -euo pipefail
@@ -17,11 +21,24 @@ lists=$(mktemp -d) && mkdir -p "$lists/partial"
 apt=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists="$lists")
 apt-get "${apt[@]}" update -qq
 (cd "$PACK/debs" && apt-get "${apt[@]}" download libvulkan1 2>/dev/null)
-if [ -n "${1:-}" ]; then
-  cp -r "$1" "$PACK/stores/$(basename "$1")"
-  # Embeds the store's questions once (needs the model here, not there).
+REAL=()
+for dir in "$@"; do
+  cp -rL "$dir" "$PACK/stores/$(basename "$dir")"
+  REAL+=(--real "$PACK/stores/$(basename "$dir")")
+done
+if [ ${#REAL[@]} -gt 0 ]; then
+  # Embeds the stores' questions once (needs the model here, not there).
   "$CARGO_TARGET_DIR/release/myelin" --quiet bench --backend cpu --nodes 100 --batches 1 --repeat 1 \
-    --kernel-batch 0 --real "$PACK/stores/$(basename "$1")" --query-cache "$PACK/stores/bench-queries.json" >/dev/null
+    --kernel-batch 0 "${REAL[@]}" --query-cache "$PACK/stores/bench-queries.json" >/dev/null
+fi
+SK=()
+for dir in ${SKELETONS:-}; do SK+=(--real "$dir"); done
+if [ ${#SK[@]} -gt 0 ]; then
+  mkdir -p "$PACK/skeletons"
+  # The query cache is only needed to build the workloads here; the skeletons do not keep it.
+  "$CARGO_TARGET_DIR/release/myelin" --quiet bench --backend cpu --nodes 100 --batches 1 --repeat 1 \
+    --kernel-batch 0 "${SK[@]}" --save-skeletons "$PACK/skeletons" --query-cache "$(mktemp -d)/q.json" >/dev/null
+  xz -T0 -9 "$PACK"/skeletons/*.json
 fi
 cat > "$PACK/run.sh" <<'RUN'
 #!/usr/bin/env bash
@@ -32,10 +49,23 @@ python3 -c "import lzma, shutil; shutil.copyfileobj(lzma.open('.gpu-pack/myelin.
 chmod +x /tmp/myelin
 stores=(.gpu-pack/stores/*/)
 [ -d "${stores[0]}" ] || stores=()
-export MYELIN_BIN=/tmp/myelin VULKAN_DEBS=.gpu-pack/debs
+SKELETONS=""
+mkdir -p /tmp/skeletons
+for f in .gpu-pack/skeletons/*.json.xz; do
+  [ -f "$f" ] || continue
+  out="/tmp/skeletons/$(basename "$f" .xz)"
+  python3 -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" "$f" "$out"
+  SKELETONS="$SKELETONS $out"
+done
+export MYELIN_BIN=/tmp/myelin VULKAN_DEBS=.gpu-pack/debs SKELETONS
+mkdir -p "${OUT:-/tmp}"
 [ -n "${OUT:-}" ] && export OUT_DIR="$OUT/check"
 scripts/gpu-check.sh "${stores[@]}" 2>&1 | tee "${OUT:-/tmp}/gpu-check.log"
 RUN
 chmod +x "$PACK/run.sh"
-du -sh "$PACK"
+du -sh "$PACK"/*
+tracked=$(git ls-files -z | du --files0-from=- -cb | tail -1 | cut -f1)
+packed=$(du -sb "$PACK" | cut -f1)
+echo "travels: $(( (tracked + packed) / 1048576 )) MiB ($(( tracked / 1048576 )) tracked, $(( packed / 1048576 )) packed) of 64" >&2
+[ $((tracked + packed)) -lt $((64 * 1048576)) ] || { echo "too big for a device run: pack fewer stores (SKELETONS travel smaller)" >&2; exit 1; }
 echo "carry .gpu-pack and run: bash .gpu-pack/run.sh" >&2

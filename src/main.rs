@@ -197,6 +197,14 @@ enum Command {
         /// each, every graph resident at once.
         #[arg(long)]
         real: Vec<PathBuf>,
+        /// Skeleton files (from `--save-skeletons`): the real graphs of a store without its
+        /// text and embeddings, benchmarked with synthetic ones (same ranking cost, results
+        /// meaningless), for a machine the store cannot travel to.
+        #[arg(long)]
+        skeleton: Vec<PathBuf>,
+        /// Write the skeleton of each `--real` store to DIR/<store folder>.json.
+        #[arg(long, value_name = "DIR")]
+        save_skeletons: Option<PathBuf>,
         /// Question embeddings of the real workloads: read from this JSON file when it has
         /// them, else embedded with the model and written to it.
         #[arg(long)]
@@ -730,6 +738,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             nodes,
             batches,
             real,
+            skeleton,
+            save_skeletons,
             query_cache,
             repeat,
             cpu_queries,
@@ -743,6 +753,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 nodes,
                 batches,
                 real,
+                skeleton,
+                save_skeletons,
                 query_cache,
                 repeat: repeat.max(1),
                 cpu_queries: cpu_queries.max(1),
@@ -1561,6 +1573,8 @@ struct BenchArgs {
     nodes: Vec<usize>,
     batches: Vec<usize>,
     real: Vec<PathBuf>,
+    skeleton: Vec<PathBuf>,
+    save_skeletons: Option<PathBuf>,
     query_cache: Option<PathBuf>,
     repeat: usize,
     cpu_queries: usize,
@@ -1702,7 +1716,29 @@ async fn bench(config: &Config, args: BenchArgs, quiet: bool) -> anyhow::Result<
     let mut embedder = None;
     let mut real = Vec::new();
     for dir in &args.real {
-        real.push(real_workload(dir, config, &mut cache, &mut embedder).await?);
+        let w = real_workload(dir, config, &mut cache, &mut embedder).await?;
+        if let Some(out) = &args.save_skeletons {
+            let name = dir.file_name().map_or("store".into(), |n| n.to_string_lossy().into_owned());
+            let skeleton = bench::Skeleton {
+                name: name.clone(),
+                graphs: w.memories.iter().map(bench::SkeletonGraph::of).collect(),
+            };
+            std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+            let path = out.join(format!("{name}.json"));
+            std::fs::write(&path, serde_json::to_vec(&skeleton)?)
+                .with_context(|| format!("writing {}", path.display()))?;
+            eprintln!("skeleton of {} in {}", dir.display(), path.display());
+        }
+        real.push(w);
+    }
+    for path in &args.skeleton {
+        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        let skeleton: bench::Skeleton =
+            serde_json::from_slice(&bytes).with_context(|| format!("{}: not a skeleton file", path.display()))?;
+        real.push(
+            bench::from_skeleton(skeleton, max_batch, 7, &config.retrieve)
+                .with_context(|| path.display().to_string())?,
+        );
     }
     if let Some(p) = &args.query_cache
         && embedder.is_some()

@@ -98,14 +98,7 @@ pub fn graph(shape: &Shape) -> (Graph, Vec<f32>) {
         row.sort_by_key(|e| e.src);
         kept.extend(row);
     }
-    let mut embeddings = vec![0.0f32; n * EMBEDDING_DIM];
-    for row in embeddings.chunks_exact_mut(EMBEDDING_DIM) {
-        for x in row.iter_mut() {
-            *x = rng.random_range(-1.0..1.0f32);
-        }
-        let norm = row.iter().map(|x| x * x).sum::<f32>().sqrt().max(f32::MIN_POSITIVE);
-        row.iter_mut().for_each(|x| *x /= norm);
-    }
+    let embeddings = unit_embeddings(n, &mut rng);
     for (k, &cid) in concept_ids.iter().enumerate() {
         let v = &embeddings[cid as usize * EMBEDDING_DIM..(cid as usize + 1) * EMBEDDING_DIM];
         concept_list[k].embedding = v.to_vec();
@@ -115,6 +108,19 @@ pub fn graph(shape: &Shape) -> (Graph, Vec<f32>) {
     let max = pr.iter().copied().fold(0.0f64, f64::max);
     let pagerank = pr.iter().map(|&p| if max > 0.0 { (p / max) as f32 } else { 0.0 }).collect();
     (Graph { nodes, concepts: concept_list, edges: kept, pagerank }, embeddings)
+}
+
+/// `n × EMBEDDING_DIM` random unit vectors.
+pub fn unit_embeddings(n: usize, rng: &mut StdRng) -> Vec<f32> {
+    let mut embeddings = vec![0.0f32; n * EMBEDDING_DIM];
+    for row in embeddings.chunks_exact_mut(EMBEDDING_DIM) {
+        for x in row.iter_mut() {
+            *x = rng.random_range(-1.0..1.0f32);
+        }
+        let norm = row.iter().map(|x| x * x).sum::<f32>().sqrt().max(f32::MIN_POSITIVE);
+        row.iter_mut().for_each(|x| *x /= norm);
+    }
+    embeddings
 }
 
 #[cfg(test)]

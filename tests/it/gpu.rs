@@ -260,6 +260,57 @@ fn bench_times_both_backends_and_writes_its_results() {
     }
 }
 
+/// A store's skeleton (`--save-skeletons`) benchmarks as a workload of the same size
+/// (`--skeleton`), on both backends with the CPU's results.
+#[test]
+fn a_skeleton_benchmarks_like_its_store() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("demo-store");
+    ok(&store, &["ingest", "datasets/demo.json"]);
+    let backend = if test_gpu().is_some() { "gpu" } else { "cpu" };
+    let skeletons = dir.path().join("skeletons");
+    let cache = dir.path().join("q.json");
+    let common = ["--nodes", "100", "--batches", "1,4", "--repeat", "1", "--kernel-batch", "0", "--round-trips", "2"];
+    let mut save = vec!["bench", "--backend", backend, "--real", store.to_str().unwrap()];
+    save.extend(["--save-skeletons", skeletons.to_str().unwrap(), "--query-cache", cache.to_str().unwrap()]);
+    save.extend(common);
+    ok(&store, &save);
+    let file = skeletons.join("demo-store.json");
+    let skeleton: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).expect("skeleton")).expect("json");
+    let graph = &skeleton["graphs"][0];
+    assert_eq!(graph["conversation"], "demo");
+    assert!(
+        graph["graph"]["concepts"]
+            .as_array()
+            .expect("concepts")
+            .iter()
+            .all(|c| c["label"] == "" && c["embedding"].as_array().is_some_and(|e| e.is_empty()))
+    );
+
+    let out = dir.path().join("out");
+    let mut run =
+        vec!["bench", "--backend", backend, "--real", store.to_str().unwrap(), "--skeleton", file.to_str().unwrap()];
+    run.extend(["--query-cache", cache.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    run.extend(common);
+    ok(&store, &run);
+    let r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).expect("report")).expect("json");
+    let rows = r["rows"].as_array().expect("rows");
+    let of = |prefix: &str| -> Vec<&serde_json::Value> {
+        rows.iter().filter(|row| row["graph"].as_str().is_some_and(|g| g.starts_with(prefix))).collect()
+    };
+    let (real, skel) = (of("demo-store"), of("skeleton demo-store"));
+    assert_eq!((real.len(), skel.len()), (2, 2), "{rows:?}");
+    for (a, b) in real.iter().zip(&skel) {
+        assert_eq!((&a["nodes"], &a["edges"], &a["batch"]), (&b["nodes"], &b["edges"], &b["batch"]));
+        assert!(b["cpu_ms"].as_f64().expect("cpu_ms") > 0.0);
+        if backend == "gpu" {
+            assert_eq!(b["identical"], b["compared"], "{b}");
+        }
+    }
+    assert!(real[0]["nodes"].as_u64().is_some_and(|n| n > 20));
+}
+
 #[test]
 fn query_reports_its_backend_and_gpu_answers_like_cpu() {
     let dir = tempfile::tempdir().expect("tempdir");
