@@ -71,7 +71,7 @@ fn word(rng: &mut StdRng) -> String {
 }
 
 /// A synthetic memory of `nodes` nodes (see `graph::synthetic`) with `queries` queries near
-/// random episodes (see [`dress`]).
+/// random episodes (see `queries_near`).
 pub fn synthetic(nodes: usize, queries: usize, seed: u64, config: &RetrieveConfig) -> Result<Workload> {
     let (graph, embeddings) = synthetic::graph(&Shape::like_locomo(nodes, seed));
     let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
@@ -120,7 +120,7 @@ pub struct Skeleton {
 }
 
 /// A workload with the graphs of a skeleton and, in place of what it left out, what
-/// [`synthetic`] makes: random unit embeddings, Zipf words, `queries` queries near random
+/// [`synthetic()`] makes: random unit embeddings, Zipf words, `queries` queries near random
 /// episodes of random graphs. Its ranking cost is the real graphs' (same nodes, edges, weights
 /// and turns); its results mean nothing.
 pub fn from_skeleton(skeleton: Skeleton, queries: usize, seed: u64, config: &RetrieveConfig) -> Result<Workload> {
