@@ -21,6 +21,8 @@ lists=$(mktemp -d) && mkdir -p "$lists/partial"
 apt=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists="$lists")
 apt-get "${apt[@]}" update -qq
 (cd "$PACK/debs" && apt-get "${apt[@]}" download libvulkan1 2>/dev/null)
+# Loads stores through `myelin bench` on the CPU, timing as little as it can.
+load() { "$CARGO_TARGET_DIR/release/myelin" --quiet bench --backend cpu --nodes 100 --batches 1 --repeat 1 --kernel-batch 0 "$@" >/dev/null; }
 REAL=()
 for dir in "$@"; do
   cp -rL "$dir" "$PACK/stores/$(basename "$dir")"
@@ -28,16 +30,14 @@ for dir in "$@"; do
 done
 if [ ${#REAL[@]} -gt 0 ]; then
   # Embeds the stores' questions once (needs the model here, not there).
-  "$CARGO_TARGET_DIR/release/myelin" --quiet bench --backend cpu --nodes 100 --batches 1 --repeat 1 \
-    --kernel-batch 0 "${REAL[@]}" --query-cache "$PACK/stores/bench-queries.json" >/dev/null
+  load "${REAL[@]}" --query-cache "$PACK/stores/bench-queries.json"
 fi
 SK=()
 for dir in ${SKELETONS:-}; do SK+=(--real "$dir"); done
 if [ ${#SK[@]} -gt 0 ]; then
   mkdir -p "$PACK/skeletons"
   # The query cache is only needed to build the workloads here; the skeletons do not keep it.
-  "$CARGO_TARGET_DIR/release/myelin" --quiet bench --backend cpu --nodes 100 --batches 1 --repeat 1 \
-    --kernel-batch 0 "${SK[@]}" --save-skeletons "$PACK/skeletons" --query-cache "$(mktemp -d)/q.json" >/dev/null
+  load "${SK[@]}" --save-skeletons "$PACK/skeletons" --query-cache "$(mktemp -d)/q.json"
   xz -T0 -9 "$PACK"/skeletons/*.json
 fi
 cat > "$PACK/run.sh" <<'RUN'

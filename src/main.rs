@@ -1626,9 +1626,13 @@ async fn real_workload(
         }
     }
     anyhow::ensure!(!memories.is_empty(), "{}: no conversation with a memory graph", dir.display());
-    let name =
-        format!("{} ({} graphs)", dir.file_name().map_or("store".into(), |n| n.to_string_lossy()), memories.len());
+    let name = format!("{} ({} graphs)", store_name(dir), memories.len());
     Ok(myelin::bench::Workload { name, memories, queries })
+}
+
+/// A store's name in benchmark reports and skeleton files: its folder's.
+fn store_name(dir: &Path) -> String {
+    dir.file_name().map_or("store".into(), |n| n.to_string_lossy().into_owned())
 }
 
 /// What the machine is, for the results folder.
@@ -1718,7 +1722,7 @@ async fn bench(config: &Config, args: BenchArgs, quiet: bool) -> anyhow::Result<
     for dir in &args.real {
         let w = real_workload(dir, config, &mut cache, &mut embedder).await?;
         if let Some(out) = &args.save_skeletons {
-            let name = dir.file_name().map_or("store".into(), |n| n.to_string_lossy().into_owned());
+            let name = store_name(dir);
             let skeleton = bench::Skeleton {
                 name: name.clone(),
                 graphs: w.memories.iter().map(bench::SkeletonGraph::of).collect(),
