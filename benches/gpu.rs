@@ -61,7 +61,10 @@ fn benches(c: &mut Criterion) {
     let embeddings: Vec<f32> = memory.gpu_input().embeddings.to_vec();
     let vectors: Vec<Vec<f32>> = w.queries.iter().map(|(_, q)| q.embedding.clone()).collect();
     let cpu_k = CpuKernels;
-    group.bench_function("cpu/similarity", |b| b.iter(|| cpu_k.similarity(&embeddings, &vectors).expect("cpu")));
+    let (turns, discount) = (memory.gpu_input().turns, memory.config().passage_discount);
+    group.bench_function("cpu/similarity", |b| {
+        b.iter(|| cpu_k.similarity(&embeddings, turns, discount, &vectors).expect("cpu"))
+    });
     group.bench_function("cpu/propagate", |b| b.iter(|| cpu_k.propagate(&spreading, 0.5, &a).expect("cpu")));
     group.bench_function("cpu/inhibit+sigmoid", |b| {
         b.iter(|| cpu_k.inhibit_sigmoid(&a, &ActivationConfig::default()).expect("cpu"))

@@ -48,7 +48,7 @@ struct Params {
     anchor_k: u32,      // dense anchors per query
     record: u32,        // u32 words of one query's output record
     rounds: u32,        // PageRank rounds
-    _pad: u32,
+    passage_discount: f32, // subtracted from the cosine of a turn's later passage
 }
 
 // A query's output record, `params.record` words from q · params.record:

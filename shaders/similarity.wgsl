@@ -1,8 +1,9 @@
 // Dense similarity of a batch of queries against every node of their graph, and the blend with
-// BM25 that seeds activation: sim = (1 − w)·cosine + w·BM25 / max BM25 (sim = cosine when the
-// query has no lexical evidence). `dense` is what dense anchors are chosen by: the cosine, −∞
-// for a concept when concepts may not anchor. CPU twin: `retrieve::Memory` (`dot`, `base`,
-// `anchor_scores`).
+// BM25 that seeds activation: sim = (1 − w)·dense + w·BM25 / max BM25 (sim = dense when the
+// query has no lexical evidence), where dense is the cosine less the passage discount for a
+// turn's later passage. The `dense` output is what dense anchors are chosen by: that score, −∞
+// for a concept when concepts may not anchor. CPU twin: `retrieve::Memory` (`dot`,
+// `dense_score`, `base`, `anchor_scores`).
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> graphs: array<GraphInfo>;
@@ -66,8 +67,13 @@ fn dense_scan(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
             let s = segments[first + t];
             let l = lo[t];
             let h = hi[t];
-            let d = ((((((l.x + l.y) + l.z) + l.w) + h.x) + h.y) + h.z) + h.w;
-            if ((params.flags & 8u) != 0u && turns[g.node_off + i] == CONCEPT) {
+            let cosine = ((((((l.x + l.y) + l.z) + l.w) + h.x) + h.y) + h.z) + h.w;
+            let turn = turns[g.node_off + i];
+            var d = cosine;
+            if (turn != i && turn != CONCEPT) {
+                d = cosine - params.passage_discount;
+            }
+            if ((params.flags & 8u) != 0u && turn == CONCEPT) {
                 dense[s.work_off + i] = bitcast<f32>(NEG_INF);
             } else {
                 dense[s.work_off + i] = d;

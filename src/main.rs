@@ -442,6 +442,10 @@ struct RetrieveFlags {
     /// [retrieve.concept_anchors, default true].
     #[arg(long)]
     concept_anchors: Option<bool>,
+    /// Subtracted from the cosine of every passage of a long turn after its first
+    /// [retrieve.passage_discount, default 0.15].
+    #[arg(long)]
+    passage_discount: Option<f32>,
     /// Where retrieval runs: auto, cpu or gpu [gpu.backend, default auto].
     #[arg(long, value_enum)]
     backend: Option<Backend>,
@@ -503,7 +507,7 @@ impl RetrieveFlags {
             ($($flag:ident => $target:expr),* $(,)?) => { $( if let Some(v) = self.$flag.clone() { $target = v; } )* };
         }
         set!(top_k => r.top_k, anchor_k => r.anchor_k, alpha => r.alpha, lexical_weight => r.lexical_weight, gate_threshold => r.gate_threshold,
-             concepts_in_results => r.concepts_in_results, concept_anchors => r.concept_anchors, speaker_check => r.speaker_check, steps => a.steps, spreading => a.spreading,
+             concepts_in_results => r.concepts_in_results, concept_anchors => r.concept_anchors, passage_discount => r.passage_discount, speaker_check => r.speaker_check, steps => a.steps, spreading => a.spreading,
              decay => a.decay, top_m => a.inhibition_top_m, beta => a.inhibition_beta, gamma => a.sigmoid_gamma,
              theta => a.sigmoid_theta, rho => a.rho);
         if let Some(b) = self.backend {

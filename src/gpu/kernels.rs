@@ -12,7 +12,8 @@ use crate::activation::{self, ActivationConfig, Spreading};
 use crate::embed::EMBEDDING_DIM;
 use crate::error::{Error, Result};
 use crate::graph::pagerank::Transition;
-use crate::retrieve::{dots, top_order};
+use crate::retrieve::{CONCEPT_TURN, dense_score, dots, top_order};
+use rand::RngExt;
 
 use super::Gpu;
 use super::corpus::{Corpus, GraphInput};
@@ -23,8 +24,16 @@ use super::ranker::{Batch, Pool, RankQuery, RankSettings};
 pub trait Kernels {
     /// "cpu" or "gpu".
     fn name(&self) -> &'static str;
-    /// Cosine of each query with each node (`n × EMBEDDING_DIM` normalised embeddings).
-    fn similarity(&self, embeddings: &[f32], queries: &[Vec<f32>]) -> Result<Vec<Vec<f32>>>;
+    /// Dense score of each query with each node (`n × EMBEDDING_DIM` normalised embeddings):
+    /// the cosine, less `discount` where `turns` (per node, its turn's first passage, or
+    /// [`CONCEPT_TURN`]) makes the node a later passage ([`dense_score`]).
+    fn similarity(
+        &self,
+        embeddings: &[f32],
+        turns: &[u32],
+        discount: f32,
+        queries: &[Vec<f32>],
+    ) -> Result<Vec<Vec<f32>>>;
     /// One propagation step per query: `u = (1 − δ)·a + M·a`.
     fn propagate(&self, spreading: &Spreading, decay: f32, a: &[Vec<f32>]) -> Result<Vec<Vec<f32>>>;
     /// The `k` best node ids per query, in `rank_order`.
@@ -53,8 +62,21 @@ impl Kernels for CpuKernels {
         "cpu"
     }
 
-    fn similarity(&self, embeddings: &[f32], queries: &[Vec<f32>]) -> Result<Vec<Vec<f32>>> {
-        Ok(queries.par_iter().map(|q| dots(embeddings, q)).collect())
+    fn similarity(
+        &self,
+        embeddings: &[f32],
+        turns: &[u32],
+        discount: f32,
+        queries: &[Vec<f32>],
+    ) -> Result<Vec<Vec<f32>>> {
+        same_turns(turns, embeddings.len() / EMBEDDING_DIM)?;
+        Ok(queries
+            .par_iter()
+            .map(|q| {
+                let cosines = dots(embeddings, q);
+                cosines.iter().zip(turns).enumerate().map(|(i, (&c, &t))| dense_score(i, c, t, discount)).collect()
+            })
+            .collect())
     }
 
     fn propagate(&self, spreading: &Spreading, decay: f32, a: &[Vec<f32>]) -> Result<Vec<Vec<f32>>> {
@@ -130,14 +152,14 @@ impl GpuKernels {
         let no_transition = Transition::new(n, std::iter::empty());
         let pagerank = vec![0.0f32; n];
         let links = vec![Vec::new(); n];
-        let turns: Vec<u32> = (0..n as u32).collect();
+        let own_turns: Vec<u32> = (0..n as u32).collect();
         let graph = GraphInput {
             embeddings: parts.embeddings.unwrap_or(&zeros),
             spreading: parts.spreading.unwrap_or(&empty),
             spreading_no_fan: parts.spreading.unwrap_or(&empty),
             pagerank: &pagerank,
             links: &links,
-            turns: &turns,
+            turns: parts.turns.unwrap_or(&own_turns),
             transition: parts.transition.unwrap_or(&no_transition),
         };
         let corpus = Corpus::upload(&self.gpu, &[graph])?;
@@ -194,6 +216,7 @@ impl GpuKernels {
 #[derive(Clone, Copy, Default)]
 struct Parts<'a> {
     embeddings: Option<&'a [f32]>,
+    turns: Option<&'a [u32]>,
     queries: Option<&'a [Vec<f32>]>,
     spreading: Option<&'a Spreading>,
     transition: Option<&'a Transition>,
@@ -219,7 +242,28 @@ fn stage_settings(out_k: usize, top_m: usize, beta: f32) -> RankSettings {
         top_k: 0,
         concepts: false,
         concept_anchors: true,
+        passage_discount: 0.0,
     }
+}
+
+/// Per node of `n`, its turn's first passage as [`GraphInput::turns`] holds it: a fifth are
+/// concepts, a third later passages of a turn that starts at an earlier node, the rest whole
+/// turns.
+pub fn random_turns(rng: &mut impl rand::Rng, n: usize) -> Vec<u32> {
+    (0..n as u32)
+        .map(|i| match rng.random_range(0..15u32) {
+            0..3 => CONCEPT_TURN,
+            3..8 if i > 0 => rng.random_range(0..i),
+            _ => i,
+        })
+        .collect()
+}
+
+fn same_turns(turns: &[u32], n: usize) -> Result<()> {
+    if turns.len() != n {
+        return Err(Error::InvalidArgument(format!("{} turns for {n} nodes", turns.len())));
+    }
+    Ok(())
 }
 
 fn same_length(rows: &[Vec<f32>], n: usize) -> Result<()> {
@@ -234,13 +278,23 @@ impl Kernels for GpuKernels {
         "gpu"
     }
 
-    fn similarity(&self, embeddings: &[f32], queries: &[Vec<f32>]) -> Result<Vec<Vec<f32>>> {
+    fn similarity(
+        &self,
+        embeddings: &[f32],
+        turns: &[u32],
+        discount: f32,
+        queries: &[Vec<f32>],
+    ) -> Result<Vec<Vec<f32>>> {
         let n = embeddings.len() / EMBEDDING_DIM;
         if queries.iter().any(|q| q.len() != EMBEDDING_DIM) || !embeddings.len().is_multiple_of(EMBEDDING_DIM) {
             return Err(Error::InvalidArgument(format!("vectors must have {EMBEDDING_DIM} values")));
         }
-        let parts = Parts { embeddings: Some(embeddings), queries: Some(queries), ..Parts::default() };
-        self.with_batch(n, queries.len(), parts, &stage_settings(0, 0, 0.0), |b| {
+        same_turns(turns, n)?;
+        let parts =
+            Parts { embeddings: Some(embeddings), queries: Some(queries), turns: Some(turns), ..Parts::default() };
+        let mut settings = stage_settings(0, 0, 0.0);
+        settings.passage_discount = discount;
+        self.with_batch(n, queries.len(), parts, &settings, |b| {
             let words = self.run(|p| b.encode_similarity(p), &[(&b.dense, b.work_words * 4)])?;
             Ok(Self::split(&words[0], n, queries.len()))
         })
@@ -345,8 +399,8 @@ pub struct ParityCheck {
 /// batches of 9 queries (more than a dense-scan tile).
 pub fn parity_suite(gpu: &GpuKernels, seed: u64) -> Result<Vec<ParityCheck>> {
     use crate::graph::synthetic::{self, Shape};
+    use rand::SeedableRng;
     use rand::rngs::StdRng;
-    use rand::{RngExt, SeedableRng};
 
     let cpu = CpuKernels;
     let mut rng = StdRng::seed_from_u64(seed);
@@ -367,7 +421,8 @@ pub fn parity_suite(gpu: &GpuKernels, seed: u64) -> Result<Vec<ParityCheck>> {
         let rows: Vec<Vec<f32>> = (0..q).map(|_| (0..n).map(|_| rng.random_range(0.0..1.0f32)).collect()).collect();
         let vectors: Vec<Vec<f32>> =
             (0..q).map(|_| (0..EMBEDDING_DIM).map(|_| rng.random_range(-0.1..0.1f32)).collect()).collect();
-        let (g, c) = (gpu.similarity(&emb, &vectors)?, cpu.similarity(&emb, &vectors)?);
+        let turns = random_turns(&mut rng, n);
+        let (g, c) = (gpu.similarity(&emb, &turns, 0.15, &vectors)?, cpu.similarity(&emb, &turns, 0.15, &vectors)?);
         push("similarity", n, q, rel(&g, &c), g.len() == c.len());
         for fan in [true, false] {
             let s = Spreading::new(&graph, &ActivationConfig { fan_effect: fan, ..ActivationConfig::default() });
@@ -459,27 +514,35 @@ mod tests {
         Spreading::new(&g, &config)
     }
 
-    kernel_test!(similarity_is_the_dot_product, |k: &dyn Kernels| {
+    kernel_test!(similarity_is_the_dot_product_less_the_passage_discount, |k: &dyn Kernels| {
         let mut rng = StdRng::seed_from_u64(11);
         for n in [0usize, 1, 257, 1000] {
-            for queries in [1usize, 3, 9] {
+            for (queries, discount) in [(1usize, 0.0f32), (3, 0.15), (9, 0.15)] {
                 let emb: Vec<f32> = (0..n * EMBEDDING_DIM).map(|_| rng.random_range(-0.1..0.1f32)).collect();
                 let qs = random_rows(&mut rng, queries, EMBEDDING_DIM, -0.1, 0.1);
-                let got = k.similarity(&emb, &qs).unwrap();
+                let turns = random_turns(&mut rng, n);
+                let got = k.similarity(&emb, &turns, discount, &qs).unwrap();
+                let mut later = 0;
                 for (q, row) in got.iter().enumerate() {
                     assert_eq!(row.len(), n);
                     for (i, &g) in row.iter().enumerate() {
-                        let want: f64 =
+                        let dot: f64 =
                             (0..EMBEDDING_DIM).map(|d| emb[i * EMBEDDING_DIM + d] as f64 * qs[q][d] as f64).sum();
+                        let is_later = turns[i] != i as u32 && turns[i] != CONCEPT_TURN;
+                        later += is_later as usize;
+                        let want = if is_later { dot - discount as f64 } else { dot };
                         assert!(
                             (g as f64 - want).abs() <= 1e-5 * want.abs().max(1e-2),
-                            "{} n {n} q {q} i {i}: {g} vs {want}",
-                            k.name()
+                            "{} n {n} q {q} i {i} turn {}: {g} vs {want}",
+                            k.name(),
+                            turns[i]
                         );
                     }
                 }
+                assert!(n < 257 || later > n / 10, "{later} later passages of {n} nodes");
             }
         }
+        assert!(k.similarity(&[0.0; EMBEDDING_DIM], &[], 0.0, &[vec![0.0; EMBEDDING_DIM]]).is_err(), "turns missing");
     });
 
     kernel_test!(propagation_is_the_sparse_product, |k: &dyn Kernels| {

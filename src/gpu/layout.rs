@@ -83,8 +83,8 @@ pub struct Params {
     pub record: u32,
     /// PageRank rounds.
     pub rounds: u32,
-    /// Padding to 16 bytes.
-    pub _pad: u32,
+    /// Subtracted from the cosine of a turn's later passage (`retrieve.passage_discount`).
+    pub passage_discount: f32,
 }
 
 /// Flag: propagate over edges.

@@ -70,6 +70,8 @@ pub struct RankSettings {
     pub concepts: bool,
     /// Concepts may be dense anchors (the BM25 anchors come from the host).
     pub concept_anchors: bool,
+    /// Subtracted from the cosine of a turn's later passage.
+    pub passage_discount: f32,
 }
 
 impl RankSettings {
@@ -503,7 +505,7 @@ impl<'c> Batch<'c> {
             anchor_k: s.anchor_k as u32,
             record,
             rounds: 0,
-            _pad: 0,
+            passage_discount: s.passage_discount,
         };
         let w = work as u64 * 4;
         let params_buf = pool.uniform(gpu, "params".into(), &params);

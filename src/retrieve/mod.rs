@@ -145,6 +145,13 @@ pub struct RetrieveConfig {
     /// Let concept nodes be anchors (default true, as the paper); when false only episodes are
     /// anchors, and concepts gain activation only through the episodes that anchor.
     pub concept_anchors: bool,
+    /// Subtracted from the cosine of every passage of a long turn after its first, wherever the
+    /// cosine enters (dense anchors, the similarity, the baselines' dense score; default 0.15).
+    /// A turn's later passages are mostly code, tables and lists that match many queries a
+    /// little: without it they took half of the dense top-10 slots on BEAM and brought a tenth
+    /// of the evidence found. The paper stores short turns whole, so it has no such term; a
+    /// memory without passages (LoCoMo) is not changed by it.
+    pub passage_discount: f32,
     /// Multiply the confidence by the speaker agreement when the query names one speaker of
     /// the conversation: the best returned episode that speaker said, relative to the best
     /// (default true). Adversarial LoCoMo questions ask about one speaker what the other said.
@@ -202,6 +209,7 @@ impl Default for RetrieveConfig {
             gate_threshold: 0.12,
             concepts_in_results: true,
             concept_anchors: true,
+            passage_discount: 0.15,
             speaker_check: true,
             rrf_k: 60.0,
             importance: 0.5,
@@ -223,6 +231,12 @@ impl RetrieveConfig {
         }
         if !(0.0..=1.0).contains(&self.lexical_weight) {
             return Err(Error::InvalidArgument(format!("lexical_weight {} is not in [0, 1]", self.lexical_weight)));
+        }
+        if !(self.passage_discount.is_finite() && self.passage_discount >= 0.0) {
+            return Err(Error::InvalidArgument(format!(
+                "passage_discount {} is not a finite non-negative number",
+                self.passage_discount
+            )));
         }
         if !(0.0..1.0).contains(&self.ppr_damping) {
             return Err(Error::InvalidArgument(format!("ppr_damping {} is not in [0, 1)", self.ppr_damping)));
@@ -274,6 +288,7 @@ impl RetrieveConfig {
             top_k: c.top_k,
             concepts: c.concepts_in_results,
             concept_anchors: c.concept_anchors,
+            passage_discount: c.passage_discount,
         })
     }
 }
@@ -308,7 +323,8 @@ impl Query {
 /// The signals behind one returned episode.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Signals {
-    /// Cosine of the query and the node.
+    /// Cosine of the query and the node, less `passage_discount` for a turn's later passage
+    /// (see [`RetrieveConfig::passage_discount`]).
     pub dense: f32,
     /// BM25 of the node.
     pub bm25: f32,
@@ -545,7 +561,7 @@ impl Memory {
 
     fn base(&self, query: &Query) -> Base {
         let n = self.graph.node_count();
-        let dense = dots(&self.embeddings, &query.embedding);
+        let dense = self.discounted(dots(&self.embeddings, &query.embedding));
         let mut bm25 = vec![0.0; n];
         self.bm25.score_into(&query.terms, &mut bm25);
         let w = self.config.lexical_weight;
@@ -556,6 +572,22 @@ impl Memory {
             dense.iter().zip(&bm25).map(|(d, b)| (1.0 - w) * d + w * b / max).collect()
         };
         Base { dense, bm25, sim }
+    }
+
+    /// The dense score of node `i` whose cosine (or a bound of it) is `cosine`: less
+    /// `passage_discount` for a turn's later passage, the cosine itself otherwise.
+    fn dense_score(&self, i: usize, cosine: f32) -> f32 {
+        dense_score(i, cosine, self.turn_nodes[i], self.config.passage_discount)
+    }
+
+    /// [`Memory::dense_score`] of every node, from their cosines (or bounds).
+    fn discounted(&self, mut cosines: Vec<f32>) -> Vec<f32> {
+        if self.config.passage_discount != 0.0 {
+            for (i, x) in cosines.iter_mut().enumerate() {
+                *x = self.dense_score(i, *x);
+            }
+        }
+        cosines
     }
 
     /// Runs one query in one mode.
@@ -663,7 +695,7 @@ impl Memory {
         let mut nodes: Vec<Candidate> = Vec::new();
         let make = |node: u32, ranked: Option<(f32, f32)>, rank: Option<usize>, via_concept: bool| {
             let i = node as usize;
-            let cosine = dot(self.embedding(node), &query.embedding);
+            let cosine = self.dense_score(i, dot(self.embedding(node), &query.embedding));
             let bm25 = if max_bm25 > 0.0 { lexical.score(node) / max_bm25 } else { 0.0 };
             let (concept, episodes, speaker) = match self.graph.nodes[i] {
                 NodeRef::Episode(e) => {
@@ -824,7 +856,7 @@ impl Memory {
                     episode: self.episode_of(h.episode_node),
                     node: h.node,
                     signals: Signals {
-                        dense: dot(&self.embeddings[i * EMBEDDING_DIM..(i + 1) * EMBEDDING_DIM], &query.embedding),
+                        dense: self.dense_score(i, dot(self.embedding(h.node), &query.embedding)),
                         bm25: lexical.score(h.node),
                         activation: Some(h.activation),
                         pagerank: Some(if graph_modes { self.graph.pagerank[i] } else { 0.0 }),
@@ -893,18 +925,21 @@ impl Memory {
     }
 
     /// How many of the query's true `anchor_k` dense anchors (by a scan of every node) the
-    /// dense index gives, and `anchor_k`; `None` without an index.
+    /// dense index gives, and `anchor_k`; `None` without an index. The anchors are those
+    /// retrieval uses: dense scores, episodes only unless concepts may anchor.
     pub fn dense_anchor_recall(&self, query: &Query) -> Option<(usize, usize)> {
         let index = self.dense_index()?;
         let mut known = vec![f32::NAN; self.graph.node_count()];
-        let found = self.dense_anchors(&index.bounds(&query.embedding), &mut known, query);
-        let truth = top_order(&dots(&self.embeddings, &query.embedding), self.config.anchor_k);
+        let bounds = self.discounted(index.bounds(&query.embedding));
+        let found = self.dense_anchors(&self.anchor_scores(&bounds), &mut known, query);
+        let scan = self.discounted(dots(&self.embeddings, &query.embedding));
+        let truth = top_order(&self.anchor_scores(&scan), self.config.anchor_k);
         Some((truth.iter().filter(|t| found.contains(t)).count(), truth.len()))
     }
 
-    /// The `anchor_k` nodes of highest cosine (ties by lower node), as a scan finds them: exact
-    /// cosines, written into `known`, for a window of the best bounds, widened until the last
-    /// anchor's cosine is above every bound outside it.
+    /// The `anchor_k` nodes of highest dense score (ties by lower node), as a scan finds them:
+    /// exact dense scores, written into `known`, for a window of the best bounds, widened until
+    /// the last anchor's score is above every bound outside it.
     fn dense_anchors(&self, bound: &[f32], known: &mut [f32], query: &Query) -> Vec<u32> {
         let (n, k) = (bound.len(), self.config.anchor_k);
         let mut window = (4 * k).max(64).min(n);
@@ -915,7 +950,7 @@ impl Memory {
                 .map(|i| {
                     let x = &mut known[i as usize];
                     if x.is_nan() {
-                        *x = dot(self.embedding(i), &query.embedding);
+                        *x = self.dense_score(i as usize, dot(self.embedding(i), &query.embedding));
                     }
                     (i, *x)
                 })
@@ -934,7 +969,7 @@ impl Memory {
     }
 
     /// A synapse-family mode through the dense index: the quantised embeddings bound every
-    /// node's cosine; exact cosines are computed for the dense anchors' candidates and for the
+    /// node's cosine, so its dense score; exact ones are computed for the dense anchors' candidates and for the
     /// nodes whose score bound could place them in the result ([`Memory::rank_hits`]). Anchors,
     /// scores and result are the scan's, to the bit.
     fn run_indexed(&self, query: &Query, mode: Mode, index: &DenseIndex) -> Retrieval {
@@ -945,32 +980,33 @@ impl Memory {
         let max = bm25.iter().copied().fold(0.0f32, f32::max);
         let w = c.lexical_weight;
         // The same expression as `base`, so a scored node's score is the scan's to the bit.
-        let sim = |cosine: f32, i: usize| {
-            if w == 0.0 || max == 0.0 { cosine } else { (1.0 - w) * cosine + w * bm25[i] / max }
+        let sim = |dense: f32, i: usize| {
+            if w == 0.0 || max == 0.0 { dense } else { (1.0 - w) * dense + w * bm25[i] / max }
         };
-        let cosine_bound = index.bounds(&query.embedding);
+        // Bounds and exact values of the dense score, as `base` computes it.
+        let dense_bound = self.discounted(index.bounds(&query.embedding));
         let mut known = vec![f32::NAN; n];
-        let dense = self.dense_anchors(&self.anchor_scores(&cosine_bound), &mut known, query);
-        let anchors = self.with_lexical_anchors(dense, &bm25);
+        let dense_anchors = self.dense_anchors(&self.anchor_scores(&dense_bound), &mut known, query);
+        let anchors = self.with_lexical_anchors(dense_anchors, &bm25);
         let known = known;
-        let cosine = |i: u32| {
+        let dense_of = |i: u32| {
             let x = known[i as usize];
-            if x.is_nan() { dot(self.embedding(i), &query.embedding) } else { x }
+            if x.is_nan() { self.dense_score(i as usize, dot(self.embedding(i), &query.embedding)) } else { x }
         };
         let mut a0 = vec![0.0f32; n];
         for &i in &anchors {
-            a0[i as usize] = (c.alpha * sim(cosine(i), i as usize)).max(0.0);
+            a0[i as usize] = (c.alpha * sim(dense_of(i), i as usize)).max(0.0);
         }
         let a = activation::spread(self.spreading_for(mode), &c.activation_for(mode), &a0, None);
         let pagerank = |i: usize| if mode == Mode::NoGraph { 0.0 } else { self.graph.pagerank[i] };
-        let hybrid = |cosine: f32, i: usize| {
-            c.lambda_similarity * sim(cosine, i) + c.lambda_activation * a[i] + c.lambda_pagerank * pagerank(i)
+        let hybrid = |dense: f32, i: usize| {
+            c.lambda_similarity * sim(dense, i) + c.lambda_activation * a[i] + c.lambda_pagerank * pagerank(i)
         };
         let bound: Vec<f32> =
-            (0..n).map(|i| hybrid(if known[i].is_nan() { cosine_bound[i] } else { known[i] }, i)).collect();
-        let score = |i: u32| hybrid(cosine(i), i as usize);
+            (0..n).map(|i| hybrid(if known[i].is_nan() { dense_bound[i] } else { known[i] }, i)).collect();
+        let score = |i: u32| hybrid(dense_of(i), i as usize);
         let (hits, top) = self.rank_hits(&bound, false, true, &score, &|i, s| Signals {
-            dense: cosine(i as u32),
+            dense: dense_of(i as u32),
             bm25: bm25[i],
             activation: Some(a[i]),
             pagerank: Some(pagerank(i)),
@@ -1199,6 +1235,15 @@ impl Memory {
 
 /// [`Memory`]'s turn of a concept node in the GPU walk's column: no turn.
 pub const CONCEPT_TURN: u32 = u32::MAX;
+
+/// The dense score of node `i` whose cosine (or a bound of it) is `cosine` and whose turn's
+/// first passage is node `turn` ([`CONCEPT_TURN`] for a concept): `cosine − discount` for a
+/// turn's later passage, `cosine` otherwise (see [`RetrieveConfig::passage_discount`];
+/// `dense_scan` in shaders/similarity.wgsl is the GPU's twin).
+#[inline]
+pub fn dense_score(i: usize, cosine: f32, turn: u32, discount: f32) -> f32 {
+    if turn != i as u32 && turn != CONCEPT_TURN { cosine - discount } else { cosine }
+}
 
 /// Per episode (conversation order): the episode holding its turn's first passage, itself for
 /// a whole turn or one whose first passage is not stored.

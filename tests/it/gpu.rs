@@ -108,25 +108,31 @@ fn gpu_batches_over_real_graphs_return_what_the_cpu_returns() {
         }
         assert!(later_passages > 0, "{mode}: no passage but a first one was ever returned");
     }
+    // The same memories with other retrieval settings, in synapse mode on both backends.
+    let (default, _) = cpu_engine.retrieve_batch(&refs, Mode::Synapse).expect("cpu");
+    let variant = |settings: &myelin::retrieve::RetrieveConfig, what: &str| {
+        let memories: Vec<Memory> = cpu_engine
+            .memories()
+            .iter()
+            .map(|m| Memory::new(m.conversation(), m.episodes().to_vec(), m.graph().clone(), settings.clone()))
+            .collect::<myelin::Result<_>>()
+            .expect("memories");
+        let cpu_variant = Engine::on_cpu(memories.clone());
+        let gpu_variant = Engine::on_gpu(memories, test_gpu().expect("gpu"), "test".into()).expect("upload");
+        let (cpu, _) = cpu_variant.retrieve_batch(&refs, Mode::Synapse).expect("cpu");
+        let (gpu, report) = gpu_variant.retrieve_batch(&refs, Mode::Synapse).expect("gpu");
+        assert!(report.on_gpu && report.fallback.is_none(), "{what}: {report:?}");
+        for ((c, g), (_, q)) in cpu.iter().zip(&gpu).zip(&requests) {
+            assert_same(c, g, &format!("{what}: {}", q.text));
+        }
+        cpu
+    };
     // Episodes only as anchors (`retrieve.concept_anchors = false`): the GPU agrees, no anchor
     // is a concept, and the anchors differ from the default's somewhere.
     let mut episodes_only = config.retrieve.clone();
     episodes_only.concept_anchors = false;
-    let memories: Vec<Memory> = cpu_engine
-        .memories()
-        .iter()
-        .map(|m| Memory::new(m.conversation(), m.episodes().to_vec(), m.graph().clone(), episodes_only.clone()))
-        .collect::<myelin::Result<_>>()
-        .expect("memories");
-    let cpu_episode_anchors = Engine::on_cpu(memories.clone());
-    let gpu_episode_anchors = Engine::on_gpu(memories, test_gpu().expect("gpu"), "test".into()).expect("upload");
-    let (default, _) = cpu_engine.retrieve_batch(&refs, Mode::Synapse).expect("cpu");
-    let (cpu, _) = cpu_episode_anchors.retrieve_batch(&refs, Mode::Synapse).expect("cpu");
-    let (gpu, report) = gpu_episode_anchors.retrieve_batch(&refs, Mode::Synapse).expect("gpu");
-    assert!(report.on_gpu && report.fallback.is_none(), "{report:?}");
     let mut changed = 0;
-    for (((c, g), d), (m, q)) in cpu.iter().zip(&gpu).zip(&default).zip(&requests) {
-        assert_same(c, g, &format!("episode anchors: {}", q.text));
+    for ((c, d), (m, q)) in variant(&episodes_only, "episode anchors").iter().zip(&default).zip(&requests) {
         let graph = cpu_engine.memories()[*m].graph();
         assert!(
             c.anchors.iter().all(|&a| matches!(graph.nodes[a as usize], myelin::graph::NodeRef::Episode(_))),
@@ -136,6 +142,24 @@ fn gpu_batches_over_real_graphs_return_what_the_cpu_returns() {
         changed += (c.anchors != d.anchors) as usize;
     }
     assert!(changed > requests.len() / 4, "episode anchors changed {changed} of {} queries", requests.len());
+    // Without the passage discount (`retrieve.passage_discount = 0`): the GPU agrees; results
+    // change only in the memory that has passages, and there more later passages are returned.
+    let mut undiscounted = config.retrieve.clone();
+    undiscounted.passage_discount = 0.0;
+    assert!(config.retrieve.passage_discount > 0.0);
+    let (mut changed, mut later) = (0, [0usize; 2]);
+    for ((c, d), (m, q)) in variant(&undiscounted, "no passage discount").iter().zip(&default).zip(&requests) {
+        if *m != 2 {
+            assert_eq!(c, d, "no passages, no change: {}", q.text);
+            continue;
+        }
+        let turns = cpu_engine.memories()[2].turns();
+        let count = |r: &Retrieval| r.hits.iter().filter(|h| turns[h.episode as usize] != h.episode).count();
+        changed += (c != d) as usize;
+        later[0] += count(c);
+        later[1] += count(d);
+    }
+    assert!(changed > 0 && later[0] > later[1], "{changed} results changed; later passages {later:?}");
     for mode in [Mode::Dense, Mode::Bm25, Mode::Rrf, Mode::Linear, Mode::Ppr] {
         let (cpu, _) = cpu_engine.retrieve_batch(&refs, mode).expect("cpu");
         for (c, (m, q)) in cpu.iter().zip(&requests) {

@@ -306,10 +306,11 @@ fn batches_equal_single_queries_and_runs_repeat_exactly() {
     assert_eq!(from_store, top5, "store and in-memory disagree");
 }
 
-/// The dense index on real LoCoMo conversations (forced on: their graphs are under the size
-/// that gets one by default): in every synapse-family mode, for every question, the result is
-/// the scan's exactly (same episodes, nodes, scores to the bit, confidence, anchors), and so
-/// are the dense anchors.
+/// The dense index on real LoCoMo conversations and on the start of a BEAM conversation cut
+/// into passages (forced on: their graphs are under the size that gets one by default): in
+/// every synapse-family mode, for every question, the result is the scan's exactly (same
+/// episodes, nodes, scores to the bit, confidence, anchors), and so are the dense anchors. In
+/// the BEAM memory the passage discount moves later passages down in both.
 #[test]
 fn indexed_retrieval_equals_the_scan() {
     use myelin::config::Config;
@@ -322,14 +323,26 @@ fn indexed_retrieval_equals_the_scan() {
     let config = Config::default();
     let embedder = Embedder::load(&config.embed).expect("model (scripts/fetch-model.sh)");
     let loaded = load_path(&data.join("locomo/locomo10-dev.json"), &LoadOptions::default()).expect("locomo");
+    let mut beam = load_path(&data.join("beam/100K/1"), &LoadOptions::default()).expect("beam").conversations.remove(0);
+    beam.sessions.truncate(2);
+    let mut short = config.clone();
+    short.ingest.passage_pieces = 128;
     let mut analyzer = Analyzer::new().expect("analyzer");
-    for conversation in loaded.conversations.iter().take(2) {
-        let scan = in_memory(conversation, &embedder, &config).expect("memory");
+    let mut later_passages_returned = [0usize; 2];
+    for (k, conversation) in loaded.conversations.iter().take(2).chain([&beam]).enumerate() {
+        let passages = k == 2;
+        let scan = in_memory(conversation, &embedder, if passages { &short } else { &config }).expect("memory");
         assert!(scan.dense_index().is_none(), "under min_nodes, no index");
-        let mut c = config.retrieve.clone();
-        c.index = IndexConfig { min_nodes: 0, ..IndexConfig::default() };
-        let indexed =
-            Memory::new(scan.conversation(), scan.episodes().to_vec(), scan.graph().clone(), c).expect("memory");
+        let later = |m: &Memory, e: u32| m.turns()[e as usize] != e;
+        assert_eq!(scan.episodes().iter().enumerate().any(|(e, _)| later(&scan, e as u32)), passages);
+        let with = |discount: f32, index: bool| {
+            let mut c = config.retrieve.clone();
+            c.index = IndexConfig { min_nodes: 0, enabled: index };
+            c.passage_discount = discount;
+            Memory::new(scan.conversation(), scan.episodes().to_vec(), scan.graph().clone(), c).expect("memory")
+        };
+        let indexed = with(config.retrieve.passage_discount, true);
+        let (undiscounted, undiscounted_scan) = (with(0.0, true), with(0.0, false));
         assert_eq!(indexed.dense_index().map(|i| i.len()), Some(scan.graph().node_count()));
         let texts: Vec<&str> = conversation.questions.iter().map(|q| q.text.as_str()).collect();
         let vectors = embedder.embed(&texts).expect("embed");
@@ -337,12 +350,19 @@ fn indexed_retrieval_equals_the_scan() {
             let q = Query::new(&mut analyzer, text, v.to_vec()).expect("query");
             assert_eq!(indexed.dense_anchor_recall(&q), Some((10, 10)), "{text}");
             for mode in [Mode::Synapse, Mode::NoInhibition, Mode::NoFan, Mode::NoGraph] {
-                assert_eq!(
-                    indexed.retrieve(&q, mode).expect("indexed"),
-                    scan.retrieve(&q, mode).expect("scan"),
-                    "{mode}: {text}"
-                );
+                let r = indexed.retrieve(&q, mode).expect("indexed");
+                assert_eq!(r, scan.retrieve(&q, mode).expect("scan"), "{mode}: {text}");
+                if passages && mode == Mode::Synapse {
+                    let plain = undiscounted.retrieve(&q, mode).expect("undiscounted");
+                    assert_eq!(plain, undiscounted_scan.retrieve(&q, mode).expect("scan"), "undiscounted: {text}");
+                    let count =
+                        |r: &myelin::retrieve::Retrieval| r.hits.iter().filter(|h| later(&scan, h.episode)).count();
+                    later_passages_returned[0] += count(&r);
+                    later_passages_returned[1] += count(&plain);
+                }
             }
         }
     }
+    let [discounted, plain] = later_passages_returned;
+    assert!(discounted < plain, "later passages returned: {discounted} discounted, {plain} without");
 }
