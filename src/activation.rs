@@ -186,13 +186,16 @@ pub struct Trace {
 /// Propagation: `u_i = (1 − δ)·a_i + Σ_j m_ij·a_j`.
 pub fn propagate(spreading: &Spreading, decay: f32, a: &[f32], u: &mut [f32]) {
     let (ptr, src, coef) = spreading.csr();
-    for i in 0..u.len() {
-        let mut sum = 0.0f32;
-        for k in ptr[i] as usize..ptr[i + 1] as usize {
-            sum += coef[k] * a[src[k] as usize];
+    crate::parallel::fill_nodes(u, |first, piece| {
+        for (k, ui) in piece.iter_mut().enumerate() {
+            let i = first + k;
+            let mut sum = 0.0f32;
+            for e in ptr[i] as usize..ptr[i + 1] as usize {
+                sum += coef[e] * a[src[e] as usize];
+            }
+            *ui = (1.0 - decay) * a[i] + sum;
         }
-        u[i] = (1.0 - decay) * a[i] + sum;
-    }
+    });
 }
 
 /// The M highest values of `u`, highest first, ties by lower index.
@@ -201,14 +204,8 @@ pub fn top_m(u: &[f32], m: usize) -> Vec<(usize, f32)> {
     if m == 0 {
         return Vec::new();
     }
-    let order = |a: &usize, b: &usize| u[*b].total_cmp(&u[*a]).then(a.cmp(b));
-    let mut idx: Vec<usize> = (0..u.len()).collect();
-    if m < idx.len() {
-        idx.select_nth_unstable_by(m - 1, order);
-        idx.truncate(m);
-    }
-    idx.sort_unstable_by(order);
-    idx.into_iter().map(|i| (i, u[i])).collect()
+    let (ids, _) = crate::parallel::select_top(u, m);
+    ids.into_iter().map(|i| (i as usize, u[i as usize])).collect()
 }
 
 /// Lateral inhibition: `û_i = max(0, u_i − β·Σ_{k ∈ T_M, u_k > u_i} (u_k − u_i))`.
@@ -223,18 +220,22 @@ pub fn inhibit(u: &[f32], m: usize, beta: f32, out: &mut [f32]) {
         prefix.push(prefix[prefix.len() - 1] + v as f64);
     }
     let lowest = top.last().copied().unwrap_or(f32::NEG_INFINITY);
-    for (o, &x) in out.iter_mut().zip(u) {
-        let above = if x < lowest { top.len() } else { top.partition_point(|&v| v > x) };
-        let pressure = (prefix[above] - above as f64 * x as f64) as f32;
-        *o = (x - beta * pressure).max(0.0);
-    }
+    crate::parallel::fill_nodes(out, |first, piece| {
+        for (o, &x) in piece.iter_mut().zip(&u[first..]) {
+            let above = if x < lowest { top.len() } else { top.partition_point(|&v| v > x) };
+            let pressure = (prefix[above] - above as f64 * x as f64) as f32;
+            *o = (x - beta * pressure).max(0.0);
+        }
+    });
 }
 
 /// Sigmoid: `a_i = 1 / (1 + exp(−γ·(û_i − θ)))`.
 pub fn sigmoid(u: &[f32], gamma: f32, theta: f32, out: &mut [f32]) {
-    for (o, &x) in out.iter_mut().zip(u) {
-        *o = 1.0 / (1.0 + (-gamma * (x - theta)).exp());
-    }
+    crate::parallel::fill_nodes(out, |first, piece| {
+        for (o, &x) in piece.iter_mut().zip(&u[first..]) {
+            *o = 1.0 / (1.0 + (-gamma * (x - theta)).exp());
+        }
+    });
 }
 
 /// Runs the T steps from `initial` and returns a(T); fills `trace` when given.
@@ -335,17 +336,24 @@ mod tests {
     #[test]
     fn inhibition_matches_the_definition_on_random_vectors() {
         let mut rng = StdRng::seed_from_u64(11);
-        for n in [1usize, 2, 7, 8, 100] {
+        // The largest size is split across threads (`parallel::fill_nodes`).
+        for n in [1usize, 2, 7, 8, 100, crate::parallel::PARALLEL_NODES + 99] {
             let u: Vec<f32> = (0..n).map(|_| rng.random_range(0.0..2.0)).collect();
             let mut got = vec![0.0; n];
             inhibit(&u, 7, 0.15, &mut got);
             let mut sorted: Vec<f32> = u.clone();
             sorted.sort_by(|a, b| b.total_cmp(a));
-            let cutoff = sorted[n.min(7) - 1];
+            let top = &sorted[..n.min(7)];
             for i in 0..n {
-                let p: f64 = u.iter().filter(|&&k| k >= cutoff && k > u[i]).map(|&k| k as f64 - u[i] as f64).sum();
+                let p: f64 = top.iter().filter(|&&k| k > u[i]).map(|&k| k as f64 - u[i] as f64).sum();
                 let want = (u[i] as f64 - 0.15 * p).max(0.0);
-                approx::assert_relative_eq!(got[i] as f64, want, max_relative = 1e-6, epsilon = 1e-7);
+                // Absolute: û is u less the pressure, and u goes up to 2 (f32 spacing 2.4e-7 there).
+                approx::assert_relative_eq!(got[i] as f64, want, max_relative = 1e-6, epsilon = 4e-7);
+            }
+            let mut a = vec![0.0; n];
+            sigmoid(&got, 5.0, 0.5, &mut a);
+            for i in 0..n {
+                assert_eq!(a[i].to_bits(), (1.0 / (1.0 + (-5.0 * (got[i] - 0.5)).exp())).to_bits(), "node {i}");
             }
         }
     }
@@ -362,5 +370,30 @@ mod tests {
             assert_eq!(&spread(&s, &config, a0, None), a);
         }
         assert!(!Spreading::empty(4).is_empty() && Spreading::empty(4).edge_count() == 0);
+    }
+
+    #[test]
+    fn propagation_split_across_threads_sums_as_one_thread_does() {
+        // A chain with every tenth node also fed by node 0: sums of one and two in-edges.
+        let n = crate::parallel::PARALLEL_NODES + 1234;
+        let mut g = chain(n, 3.0);
+        g.edges.extend((10..n as u32).step_by(10).map(|d| Edge {
+            src: 0,
+            dst: d,
+            kind: EdgeKind::Association,
+            weight: 0.7,
+            hours: 0.0,
+        }));
+        let s = Spreading::new(&g, &ActivationConfig::default());
+        let mut rng = StdRng::seed_from_u64(5);
+        let a: Vec<f32> = (0..n).map(|_| rng.random_range(0.0..1.0f32)).collect();
+        let mut u = vec![0.0; n];
+        propagate(&s, 0.5, &a, &mut u);
+        let (ptr, src, coef) = s.csr();
+        for i in 0..n {
+            let sum = (ptr[i] as usize..ptr[i + 1] as usize).fold(0.0f32, |acc, e| acc + coef[e] * a[src[e] as usize]);
+            assert_eq!(u[i].to_bits(), (0.5 * a[i] + sum).to_bits(), "node {i}");
+        }
+        assert!(u[n - 1] > 0.0 && ptr[n] as usize > n, "edges propagated");
     }
 }

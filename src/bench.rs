@@ -767,12 +767,13 @@ pub struct IndexRow {
     pub same_result: f64,
     /// Share of the scan's first 10 episodes in the first 10 returned.
     pub overlap_10: f64,
-    /// Retrieval time per query on one core, ms (query embedding excluded).
+    /// Retrieval time per query, one at a time, ms (query embedding excluded).
     pub latency_ms: crate::eval::Latency,
 }
 
-/// Times `mode` on `memory` with a scan and with its dense index, one query at a time on the
-/// calling thread, every query once after one untimed pass; compares each indexed result with
+/// Times `mode` on `memory` with a scan and with its dense index, one query at a time (a large
+/// memory splits each query's passes over its nodes across threads, `crate::parallel`), every
+/// query once after one untimed pass; compares each indexed result with
 /// the scan's. The memory's index setting is restored afterwards.
 pub fn index_bench(memory: &mut Memory, queries: &[Query], mode: Mode) -> Result<Vec<IndexRow>> {
     if memory.dense_index().is_none() {

@@ -16,6 +16,7 @@ pub mod gnn;
 pub mod gpu;
 pub mod graph;
 pub mod ingest;
+pub mod parallel;
 pub mod retrieve;
 pub mod scale;
 pub mod serve;

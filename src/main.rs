@@ -258,8 +258,8 @@ enum Command {
         model_dir: Option<PathBuf>,
     },
     /// Measure the dense index of one stored conversation against a scan of every node: recall
-    /// of the true dense anchors, agreement with the scan's result, and retrieval latency on
-    /// one core.
+    /// of the true dense anchors, agreement with the scan's result, and retrieval latency, one
+    /// query at a time.
     IndexBench {
         /// Conversation id (see `myelin stats`).
         #[arg(long)]
@@ -1029,7 +1029,7 @@ async fn index_bench(
     let rows = myelin::bench::index_bench(&mut memory, &queries, mode)?;
     println!(
         "{conversation}: {} nodes, {} edges; loaded in {load_s:.1} s, index ({:.1} MiB) built in {build_s:.2} s; \
-         {} questions, mode {mode}, one core",
+         {} questions, mode {mode}, one query at a time",
         memory.graph().node_count(),
         memory.graph().edges.len(),
         bytes as f64 / 1048576.0,

@@ -103,18 +103,23 @@ impl DenseIndex {
     /// Per node, an upper bound of its cosine with the unit vector `query`: the decoded
     /// vector's dot product plus the node's error bound.
     pub fn bounds(&self, query: &[f32]) -> Vec<f32> {
-        bounds(&self.codes, &self.scale, &self.error, query)
+        let mut out = vec![0.0f32; self.len()];
+        crate::parallel::fill_nodes(&mut out, |first, piece| {
+            let nodes = first..first + piece.len();
+            let codes = &self.codes[nodes.start * EMBEDDING_DIM..nodes.end * EMBEDDING_DIM];
+            bounds_into(codes, &self.scale[nodes.clone()], &self.error[nodes], query, piece)
+        });
+        out
     }
 }
 
-/// [`DenseIndex::bounds`], compiled also for AVX2 and picked at run time.
+/// [`DenseIndex::bounds`] of some nodes into `out`, compiled also for AVX2 and picked at run
+/// time.
 #[multiversion::multiversion(targets("x86_64+avx2"))]
-fn bounds(codes: &[i8], scale: &[f32], error: &[f32], query: &[f32]) -> Vec<f32> {
-    codes
-        .chunks_exact(EMBEDDING_DIM)
-        .zip(scale.iter().zip(error))
-        .map(|(c, (&s, &e))| s * dot_codes(c, query) + e)
-        .collect()
+fn bounds_into(codes: &[i8], scale: &[f32], error: &[f32], query: &[f32], out: &mut [f32]) {
+    for (o, (c, (&s, &e))) in out.iter_mut().zip(codes.chunks_exact(EMBEDDING_DIM).zip(scale.iter().zip(error))) {
+        *o = s * dot_codes(c, query) + e;
+    }
 }
 
 /// `Σ c_k·q_k` over one node's codes, eight lanes at a time.
@@ -169,6 +174,20 @@ mod tests {
         assert!(index.bytes() * 3 < e.len() * 4, "{} bytes", index.bytes());
         // 8 bits per value: the error of a unit vector is about 1/127 of its largest value.
         assert!(index.error.iter().all(|&x| x < 0.01), "{:?}", index.error.iter().fold(0.0f32, |a, &b| a.max(b)));
+    }
+
+    #[test]
+    fn a_large_index_bounds_each_node_as_a_small_one() {
+        // Large enough to split the pass across threads; its last rows alone are not.
+        let n = crate::parallel::PARALLEL_NODES + 700;
+        let e = unit_rows(n, 3);
+        let q = unit_rows(1, 4);
+        let large = DenseIndex::build(&e).bounds(&q);
+        let tail = DenseIndex::build(&e[(n - 700) * EMBEDDING_DIM..]).bounds(&q);
+        for (k, (a, b)) in large[n - 700..].iter().zip(&tail).enumerate() {
+            assert_eq!(a.to_bits(), b.to_bits(), "node {}", n - 700 + k);
+        }
+        assert!(large.iter().enumerate().all(|(i, &b)| b >= exact(&e, i, &q)), "a bound under its cosine");
     }
 
     proptest! {

@@ -25,6 +25,7 @@ use crate::gpu::layout::MAX_LIST;
 use crate::gpu::ranker::{RankSettings, Ranked};
 use crate::graph::pagerank::Transition;
 use crate::graph::{EdgeKind, Graph, NodeRef};
+use crate::parallel::select_top;
 use crate::store::Episode;
 use bm25::{Analyzer, Bm25Index};
 use index::{DenseIndex, IndexConfig};
@@ -1301,23 +1302,6 @@ pub fn top_order(scores: &[f32], k: usize) -> Vec<u32> {
     select_top(scores, k).0
 }
 
-/// The first `k` node ids of [`rank_order`] and the score of the next one (`None` when every
-/// node is among them): a selection in O(n) and a sort of the `k` chosen.
-fn select_top(scores: &[f32], k: usize) -> (Vec<u32>, Option<f32>) {
-    let order = |a: &u32, b: &u32| scores[*b as usize].total_cmp(&scores[*a as usize]).then(a.cmp(b));
-    let mut ids: Vec<u32> = (0..scores.len() as u32).collect();
-    let next = if k < ids.len() {
-        ids.select_nth_unstable_by(k, order);
-        let next = scores[ids[k] as usize];
-        ids.truncate(k);
-        Some(next)
-    } else {
-        None
-    };
-    ids.sort_unstable_by(order);
-    (ids, next)
-}
-
 /// The first word of a speaker's name, lower case ("Caroline", "Dr. Ann Lee" → "dr").
 fn first_name(speaker: &str) -> String {
     speaker.split(|c: char| !c.is_alphanumeric()).find(|w| !w.is_empty()).unwrap_or("").to_lowercase()
@@ -1339,9 +1323,41 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
 }
 
 /// `dot(row, query)` for every row of `rows` (`n × EMBEDDING_DIM`): the same sums in the same
-/// order, so the same values, compiled also for AVX2 and picked at run time (a scan reads every
-/// embedding; the wider vectors keep it at memory speed).
-#[multiversion::multiversion(targets("x86_64+avx2"))]
+/// order, so the same values, across threads for a large memory
+/// ([`crate::parallel::fill_nodes`]).
 pub fn dots(rows: &[f32], query: &[f32]) -> Vec<f32> {
-    rows.chunks_exact(EMBEDDING_DIM).map(|v| dot(v, query)).collect()
+    let mut out = vec![0.0f32; rows.len() / EMBEDDING_DIM];
+    crate::parallel::fill_nodes(&mut out, |first, piece| {
+        dots_into(&rows[first * EMBEDDING_DIM..(first + piece.len()) * EMBEDDING_DIM], query, piece)
+    });
+    out
+}
+
+/// [`dots`] of some rows into `out`, compiled also for AVX2 and picked at run time (a scan
+/// reads every embedding; the wider vectors keep it at memory speed).
+#[multiversion::multiversion(targets("x86_64+avx2"))]
+fn dots_into(rows: &[f32], query: &[f32], out: &mut [f32]) {
+    for (o, v) in out.iter_mut().zip(rows.chunks_exact(EMBEDDING_DIM)) {
+        *o = dot(v, query);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::StdRng;
+    use rand::{RngExt, SeedableRng};
+
+    #[test]
+    fn a_scan_split_across_threads_gives_each_row_its_dot_product() {
+        let n = crate::parallel::PARALLEL_NODES + 333;
+        let mut rng = StdRng::seed_from_u64(9);
+        let rows: Vec<f32> = (0..n * EMBEDDING_DIM).map(|_| rng.random_range(-0.1..0.1f32)).collect();
+        let q: Vec<f32> = (0..EMBEDDING_DIM).map(|_| rng.random_range(-0.1..0.1f32)).collect();
+        let scan = dots(&rows, &q);
+        assert_eq!(scan.len(), n);
+        for (i, &x) in scan.iter().enumerate() {
+            assert_eq!(x.to_bits(), dot(&rows[i * EMBEDDING_DIM..(i + 1) * EMBEDDING_DIM], &q).to_bits(), "row {i}");
+        }
+    }
 }
