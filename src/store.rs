@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow_array::builder::{ListBuilder, StringBuilder};
+use arrow_array::builder::{Float32Builder, ListBuilder, StringBuilder};
 use arrow_array::{
     Array, ArrayRef, BooleanArray, FixedSizeListArray, Float32Array, ListArray, RecordBatch, RecordBatchIterator,
     StringArray, TimestampMicrosecondArray, UInt32Array,
@@ -138,8 +138,11 @@ impl Table {
                 Field::new("label", DataType::Utf8, false),
                 Field::new("mentions", DataType::UInt32, false),
                 Field::new("pagerank", DataType::Float32, false),
-                // Concepts only; an episode's vector is its row in `episodes`.
-                Field::new("embedding", embedding, true),
+                // Concepts only (null for an episode, whose vector is its row in `episodes`): a
+                // list, so an episode's row holds no values. Stores written before 2026-12 hold
+                // a fixed-size list here, 384 zeros per episode; they are read and appended to
+                // as they are (see `WriteTxn::put_graphs`).
+                Field::new("embedding", node_embedding(), true),
             ],
             Table::Edges => vec![
                 Field::new("conversation", DataType::Utf8, false),
@@ -563,15 +566,23 @@ impl Store {
         Ok(out)
     }
 
-    /// The `embedding` column of a batch of `table`.
+    /// The `embedding` column of a batch of `table`: a fixed-size list, or (nodes) a list.
     fn embedding_col<'a>(&self, batch: &'a RecordBatch, table: Table) -> Result<EmbeddingCol<'a>> {
-        let list: &FixedSizeListArray = col(batch, "embedding", "a fixed-size list")?;
-        let values = list
-            .values()
+        let column = batch
+            .column_by_name("embedding")
+            .ok_or_else(|| Error::InvalidArgument(format!("column {}.embedding is missing", table.name())))?;
+        let (rows, values) = if let Some(list) = column.as_any().downcast_ref::<FixedSizeListArray>() {
+            (EmbeddingRows::Fixed(list), list.values())
+        } else if let Some(list) = column.as_any().downcast_ref::<ListArray>() {
+            (EmbeddingRows::Listed(list), list.values())
+        } else {
+            return Err(self.schema_error(&format!("{}.embedding", table.name())));
+        };
+        let values = values
             .as_any()
             .downcast_ref::<Float32Array>()
             .ok_or_else(|| self.schema_error(&format!("{}.embedding values", table.name())))?;
-        Ok(EmbeddingCol { list, values: values.values() })
+        Ok(EmbeddingCol { rows, values: values.values() })
     }
 
     fn schema_error(&self, what: &str) -> Error {
@@ -712,16 +723,52 @@ fn col<'a, T: Array + 'static>(batch: &'a RecordBatch, name: &str, kind: &str) -
 
 /// A column of `EMBEDDING_DIM`-float vectors.
 struct EmbeddingCol<'a> {
-    list: &'a FixedSizeListArray,
+    rows: EmbeddingRows<'a>,
     values: &'a [f32],
 }
 
+/// How an embedding column lays out its rows.
+enum EmbeddingRows<'a> {
+    /// `EMBEDDING_DIM` values per row, null rows included.
+    Fixed(&'a FixedSizeListArray),
+    /// A list per row; a null row holds no values.
+    Listed(&'a ListArray),
+}
+
 impl<'a> EmbeddingCol<'a> {
-    /// Row `r`'s vector, `None` for a null row.
+    /// Row `r`'s vector, `None` for a null row (or a listed row without `EMBEDDING_DIM` values).
     fn row(&self, r: usize) -> Option<&'a [f32]> {
-        let start = self.list.value_offset(r) as usize;
-        (!self.list.is_null(r)).then(|| &self.values[start..start + EMBEDDING_DIM])
+        match self.rows {
+            EmbeddingRows::Fixed(list) => {
+                let start = list.value_offset(r) as usize;
+                (!list.is_null(r)).then(|| &self.values[start..start + EMBEDDING_DIM])
+            }
+            EmbeddingRows::Listed(list) => {
+                let (start, end) = (list.value_offsets()[r] as usize, list.value_offsets()[r + 1] as usize);
+                (!list.is_null(r) && end - start == EMBEDDING_DIM).then(|| &self.values[start..end])
+            }
+        }
     }
+}
+
+/// The type of `nodes.embedding`: a list of floats, null for an episode.
+fn node_embedding() -> DataType {
+    DataType::List(Arc::new(Field::new("item", DataType::Float32, true)))
+}
+
+/// `vectors` (one per row, `None` for a null row) as a list column: a null row holds no values.
+fn listed_embeddings(vectors: &[Option<&[f32]>]) -> ListArray {
+    let mut builder = ListBuilder::with_capacity(Float32Builder::new(), vectors.len());
+    for v in vectors {
+        match v {
+            Some(v) => {
+                builder.values().append_slice(v);
+                builder.append(true);
+            }
+            None => builder.append(false),
+        }
+    }
+    builder.finish()
 }
 
 /// Rows of `EMBEDDING_DIM` floats as the schema's embedding column; `valid` marks the non-null
@@ -999,6 +1046,13 @@ impl WriteTxn {
     /// Writes the graphs of many conversations, each replacing any it had, in one delete and
     /// one append per table. Each entry is (conversation, graph, its episodes' turn ids).
     pub async fn put_graphs(&mut self, graphs: &[(&str, &Graph, &[&str])]) -> Result<()> {
+        self.put_graphs_laid_out(graphs, None).await
+    }
+
+    /// [`WriteTxn::put_graphs`], with `nodes.embedding` as a fixed-size list (`Some(true)`, the
+    /// layout of stores written before 2026-12), a list (`Some(false)`), or as the nodes table
+    /// already holds it (`None`; a list in a new store).
+    async fn put_graphs_laid_out(&mut self, graphs: &[(&str, &Graph, &[&str])], fixed: Option<bool>) -> Result<()> {
         for (conversation, graph, turn_ids) in graphs {
             graph.check(conversation, turn_ids.len())?;
         }
@@ -1012,8 +1066,7 @@ impl WriteTxn {
         let mut label = Vec::with_capacity(n);
         let mut mentions = Vec::with_capacity(n);
         let mut pagerank = Vec::with_capacity(n);
-        let mut values = Vec::with_capacity(n * EMBEDDING_DIM);
-        let mut valid = Vec::with_capacity(n);
+        let mut vectors: Vec<Option<&[f32]>> = Vec::with_capacity(n);
         for &(conversation, graph, turn_ids) in graphs {
             conv.extend(std::iter::repeat_n(conversation, graph.node_count()));
             id.extend(0..graph.node_count() as u32);
@@ -1026,8 +1079,7 @@ impl WriteTxn {
                         key.push(turn_ids[e as usize]);
                         label.push("");
                         mentions.push(0);
-                        values.extend(std::iter::repeat_n(0.0f32, EMBEDDING_DIM));
-                        valid.push(false);
+                        vectors.push(None);
                     }
                     NodeRef::Concept(c) => {
                         let concept = &graph.concepts[c as usize];
@@ -1036,13 +1088,33 @@ impl WriteTxn {
                         key.push(concept.key.as_str());
                         label.push(concept.label.as_str());
                         mentions.push(concept.mentions);
-                        values.extend_from_slice(&concept.embedding);
-                        valid.push(true);
+                        vectors.push(Some(&concept.embedding));
                     }
                 }
             }
         }
-        let emb = embedding_array(values, Some(valid))?;
+        let fixed = match fixed {
+            Some(fixed) => fixed,
+            None => match self.table(Table::Nodes).await? {
+                Some(ds) => matches!(
+                    Schema::from(ds.schema()).field_with_name("embedding").map(|f| f.data_type().clone()),
+                    Ok(DataType::FixedSizeList(..))
+                ),
+                None => false,
+            },
+        };
+        let (emb, schema): (ArrayRef, SchemaRef) = if fixed {
+            let values = vectors.iter().flat_map(|v| v.unwrap_or(&[0.0; EMBEDDING_DIM]).iter().copied()).collect();
+            let valid = vectors.iter().map(Option::is_some).collect();
+            let emb = embedding_array(values, Some(valid))?;
+            let mut fields: Vec<Field> = Table::Nodes.schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+            if let Some(f) = fields.iter_mut().find(|f| f.name() == "embedding") {
+                *f = Field::new("embedding", emb.data_type().clone(), true);
+            }
+            (Arc::new(emb), Arc::new(Schema::new(fields)))
+        } else {
+            (Arc::new(listed_embeddings(&vectors)), Table::Nodes.schema())
+        };
         let columns: Vec<ArrayRef> = vec![
             Arc::new(StringArray::from(conv)),
             Arc::new(UInt32Array::from(id)),
@@ -1052,9 +1124,9 @@ impl WriteTxn {
             Arc::new(StringArray::from(label)),
             Arc::new(UInt32Array::from(mentions)),
             Arc::new(Float32Array::from(pagerank)),
-            Arc::new(emb),
+            emb,
         ];
-        self.append(Table::Nodes, RecordBatch::try_new(Table::Nodes.schema(), columns)?).await?;
+        self.append(Table::Nodes, RecordBatch::try_new(schema, columns)?).await?;
         // Arrow's string builders need iterators of known length.
         let edges: Vec<(&str, &Edge)> =
             graphs.iter().flat_map(|&(c, g, _)| g.edges.iter().map(move |e| (c, e))).collect();
@@ -1228,6 +1300,60 @@ mod tests {
         let store = txn.commit().await.unwrap();
         assert_eq!(store.info().await.unwrap().table_rows["nodes"], 0);
         assert_eq!(store.info().await.unwrap().table_rows["edges"], 0);
+    }
+
+    #[tokio::test]
+    async fn node_embeddings_are_listed_and_stores_with_fixed_size_ones_still_read_and_grow() {
+        // A store written before node embeddings were lists: 384 zeros per episode node.
+        let old = tempfile::tempdir().unwrap();
+        let (a, b) = (conversation("conv-a", 40), conversation("conv-b", 3));
+        write(old.path(), &a, 0).await;
+        write(old.path(), &b, 1).await;
+        let ids = |n: usize| (1..=n).map(|t| format!("D1:{t}")).collect::<Vec<String>>();
+        let (ids_a, ids_b) = (ids(40), ids(3));
+        let ids_a: Vec<&str> = ids_a.iter().map(String::as_str).collect();
+        let ids_b: Vec<&str> = ids_b.iter().map(String::as_str).collect();
+        let (graph_a, graph_b) = (small_graph(40), small_graph(3));
+        let mut txn = Store::begin_write(old.path()).await.unwrap();
+        txn.put_graphs_laid_out(&[("conv-a", &graph_a, &ids_a)], Some(true)).await.unwrap();
+        txn.commit().await.unwrap();
+        // Appended to in its own layout (a list batch would not match its schema), and read.
+        let mut txn = Store::begin_write(old.path()).await.unwrap();
+        txn.put_graph("conv-b", &graph_b, &ids_b).await.unwrap();
+        let store = txn.commit().await.unwrap();
+        assert_eq!(store.graph("conv-a").await.unwrap().as_ref(), Some(&graph_a));
+        assert_eq!(store.graph("conv-b").await.unwrap().as_ref(), Some(&graph_b));
+        // A new store lists them: an episode's row holds no values.
+        let new = tempfile::tempdir().unwrap();
+        write(new.path(), &a, 0).await;
+        let mut txn = Store::begin_write(new.path()).await.unwrap();
+        txn.put_graph("conv-a", &graph_a, &ids_a).await.unwrap();
+        let store = txn.commit().await.unwrap();
+        assert_eq!(store.graph("conv-a").await.unwrap().as_ref(), Some(&graph_a));
+        let values = |store: &Store| {
+            Schema::from(store.tables[&Table::Nodes].schema()).field_with_name("embedding").unwrap().data_type().clone()
+        };
+        assert!(matches!(values(&store), DataType::List(_)), "{:?}", values(&store));
+        let old_store = Store::open(old.path()).await.unwrap();
+        assert!(matches!(values(&old_store), DataType::FixedSizeList(..)), "{:?}", values(&old_store));
+        let bytes = |dir: &Path| {
+            let mut total = 0;
+            let mut stack = vec![dir.join("nodes.lance")];
+            while let Some(d) = stack.pop() {
+                for e in std::fs::read_dir(&d).unwrap() {
+                    let e = e.unwrap();
+                    if e.file_type().unwrap().is_dir() {
+                        stack.push(e.path());
+                    } else if e.path().extension().is_some_and(|x| x == "lance") {
+                        total += e.metadata().unwrap().len();
+                    }
+                }
+            }
+            total
+        };
+        // 41 nodes: 40 episodes and one concept. Listed, the data files hold about one vector.
+        assert!(bytes(new.path()) < 4 * EMBEDDING_DIM as u64 * 4, "{} bytes", bytes(new.path()));
+        assert!(bytes(old.path()) > 40 * EMBEDDING_DIM as u64 * 4, "{} bytes", bytes(old.path()));
     }
 
     #[tokio::test]
