@@ -42,11 +42,15 @@ pub struct ServeConfig {
     /// Concept-label embeddings kept for graph building across writes (default 100,000, about
     /// 150 MB); the least recently used go first.
     pub label_cache: usize,
+    /// Commits between two compactions of the store (default 64). A write replaces the graph
+    /// of every scope it touches; the replaced rows stay on disk until a compaction rewrites
+    /// the files that hold them and purges the old versions (a deletion compacts at once).
+    pub compact_every: usize,
 }
 
 impl Default for ServeConfig {
     fn default() -> Self {
-        ServeConfig { max_batch: 64, max_write_batch: 256, label_cache: 100_000 }
+        ServeConfig { max_batch: 64, max_write_batch: 256, label_cache: 100_000, compact_every: 64 }
     }
 }
 
@@ -57,6 +61,7 @@ impl ServeConfig {
             ("max_batch", self.max_batch),
             ("max_write_batch", self.max_write_batch),
             ("label_cache", self.label_cache),
+            ("compact_every", self.compact_every),
         ] {
             if v == 0 {
                 return Err(Error::InvalidArgument(format!("serve.{name} must be at least 1")));

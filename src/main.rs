@@ -480,6 +480,9 @@ struct ServeFlags {
     /// Concept-label embeddings kept across writes [config serve.label_cache, default 100000]
     #[arg(long)]
     label_cache: Option<usize>,
+    /// Commits between two compactions of the store [config serve.compact_every, default 64]
+    #[arg(long)]
+    compact_every: Option<usize>,
 }
 
 impl ServeFlags {
@@ -489,6 +492,7 @@ impl ServeFlags {
             (self.max_batch, &mut s.max_batch),
             (self.max_write_batch, &mut s.max_write_batch),
             (self.label_cache, &mut s.label_cache),
+            (self.compact_every, &mut s.compact_every),
         ] {
             if let Some(v) = flag {
                 *target = v;

@@ -698,7 +698,8 @@ impl Inner {
 
     /// Writes a group's scopes and `events` in one store transaction: new episodes appended
     /// (a scope that lost some is written anew), graphs and summaries replaced, history
-    /// appended; after a deletion the store is compacted and its old versions purged.
+    /// appended; after a deletion, and every `serve.compact_every` commits, the store is
+    /// compacted and its old versions purged.
     async fn store_group(&self, built: Vec<Built>, events: &[HistoryEvent]) -> Result<Vec<Built>> {
         let mut txn = Store::begin_write(&self.root).await?;
         let keys: Vec<&str> = built.iter().map(|b| b.key.as_str()).collect();
@@ -732,7 +733,10 @@ impl Inner {
             .collect();
         txn.append_summaries(&summaries).await?;
         txn.append_history(events).await?;
-        let purge = !rewritten.is_empty();
+        // A deletion must leave no trace on disk; other writes leave the scopes' replaced graph
+        // rows behind, reclaimed every `compact_every` commits.
+        let every = self.config.serve.compact_every as u64;
+        let purge = !rewritten.is_empty() || (self.counters.commits.load(Ordering::Relaxed) + 1).is_multiple_of(every);
         if purge {
             txn.compact().await?;
         }

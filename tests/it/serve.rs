@@ -439,6 +439,39 @@ fn the_blocking_facade_runs_the_library_without_a_server() {
     assert!(service.search(&request).unwrap_err().to_string().contains("no memories in scope"));
 }
 
+/// A write replaces its scope's graph; every `serve.compact_every` commits the replaced rows
+/// leave the disk (rewritten files, old versions purged), where without it every write's
+/// graph stays behind.
+#[test]
+fn replaced_graphs_are_reclaimed_every_few_commits() {
+    use myelin::serve::{BlockingService, Message, Page, Scope};
+    let files = |store: &std::path::Path, table: &str, sub: &str| {
+        std::fs::read_dir(store.join(format!("{table}.lance")).join(sub)).map_or(0, |d| d.count())
+    };
+    let mut counts = Vec::new();
+    for every in [4usize, 1000] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = dir.path().join("store");
+        let mut config = myelin::config::Config::default();
+        config.serve.compact_every = every;
+        let service = BlockingService::open(&store, config).expect("open");
+        let scope = Scope::user("u");
+        for k in 0..12 {
+            let text = format!("Note {k}: the bees on the roof need checking before the rain.");
+            service.add(&scope, vec![Message { role: "user".into(), content: text, timestamp: None }]).expect("add");
+        }
+        assert_eq!(service.get_all(&scope, Page::default()).expect("list").len(), 12, "every write kept");
+        drop(service);
+        counts.push((files(&store, "nodes", "data"), files(&store, "nodes", "_versions")));
+    }
+    let [(compacted, compacted_versions), (kept, kept_versions)] = counts[..] else { unreachable!() };
+    assert!(
+        compacted <= 2 && compacted_versions <= 3,
+        "every 4 commits: {compacted} files, {compacted_versions} versions"
+    );
+    assert!(kept >= 12 && kept_versions >= 12, "never: {kept} files, {kept_versions} versions");
+}
+
 /// Real BEAM-10M messages far longer than one passage: stored as passages, shown whole and
 /// once, found by what only their tail says, deleted whole, and the same after a restart.
 #[test]
