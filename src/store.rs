@@ -467,8 +467,11 @@ impl Store {
                 } else {
                     let concept_kind = ConceptKind::parse(kind.value(r))
                         .ok_or_else(|| self.schema_error(&format!("nodes.kind value '{}'", kind.value(r))))?;
-                    let embedding =
-                        emb.row(r).ok_or_else(|| self.schema_error("nodes.embedding (null for a concept)"))?;
+                    let embedding = emb.row(r).ok_or_else(|| {
+                        self.schema_error(&format!(
+                            "nodes.embedding (null, or not {EMBEDDING_DIM} values, for a concept)"
+                        ))
+                    })?;
                     let concept = Concept {
                         key: key.value(r).to_string(),
                         label: label.value(r).to_string(),
