@@ -562,7 +562,7 @@ impl Memory {
 
     fn base(&self, query: &Query) -> Base {
         let n = self.graph.node_count();
-        let dense = self.discounted(dots(&self.embeddings, &query.embedding));
+        let dense = self.dense_scan(query);
         let mut bm25 = vec![0.0; n];
         self.bm25.score_into(&query.terms, &mut bm25);
         let w = self.config.lexical_weight;
@@ -579,6 +579,16 @@ impl Memory {
     /// `passage_discount` for a turn's later passage, the cosine itself otherwise.
     fn dense_score(&self, i: usize, cosine: f32) -> f32 {
         dense_score(i, cosine, self.turn_nodes[i], self.config.passage_discount)
+    }
+
+    /// The exact dense score of `node` for `query`.
+    fn node_dense(&self, node: u32, query: &Query) -> f32 {
+        self.dense_score(node as usize, dot(self.embedding(node), &query.embedding))
+    }
+
+    /// The dense score of every node for `query`, by a scan of every embedding.
+    fn dense_scan(&self, query: &Query) -> Vec<f32> {
+        self.discounted(dots(&self.embeddings, &query.embedding))
     }
 
     /// [`Memory::dense_score`] of every node, from their cosines (or bounds).
@@ -696,7 +706,7 @@ impl Memory {
         let mut nodes: Vec<Candidate> = Vec::new();
         let make = |node: u32, ranked: Option<(f32, f32)>, rank: Option<usize>, via_concept: bool| {
             let i = node as usize;
-            let cosine = self.dense_score(i, dot(self.embedding(node), &query.embedding));
+            let cosine = self.node_dense(node, query);
             let bm25 = if max_bm25 > 0.0 { lexical.score(node) / max_bm25 } else { 0.0 };
             let (concept, episodes, speaker) = match self.graph.nodes[i] {
                 NodeRef::Episode(e) => {
@@ -857,7 +867,7 @@ impl Memory {
                     episode: self.episode_of(h.episode_node),
                     node: h.node,
                     signals: Signals {
-                        dense: self.dense_score(i, dot(self.embedding(h.node), &query.embedding)),
+                        dense: self.node_dense(h.node, query),
                         bm25: lexical.score(h.node),
                         activation: Some(h.activation),
                         pagerank: Some(if graph_modes { self.graph.pagerank[i] } else { 0.0 }),
@@ -933,8 +943,7 @@ impl Memory {
         let mut known = vec![f32::NAN; self.graph.node_count()];
         let bounds = self.discounted(index.bounds(&query.embedding));
         let found = self.dense_anchors(&self.anchor_scores(&bounds), &mut known, query);
-        let scan = self.discounted(dots(&self.embeddings, &query.embedding));
-        let truth = top_order(&self.anchor_scores(&scan), self.config.anchor_k);
+        let truth = top_order(&self.anchor_scores(&self.dense_scan(query)), self.config.anchor_k);
         Some((truth.iter().filter(|t| found.contains(t)).count(), truth.len()))
     }
 
@@ -951,7 +960,7 @@ impl Memory {
                 .map(|i| {
                     let x = &mut known[i as usize];
                     if x.is_nan() {
-                        *x = self.dense_score(i as usize, dot(self.embedding(i), &query.embedding));
+                        *x = self.node_dense(i, query);
                     }
                     (i, *x)
                 })
@@ -970,9 +979,9 @@ impl Memory {
     }
 
     /// A synapse-family mode through the dense index: the quantised embeddings bound every
-    /// node's cosine, so its dense score; exact ones are computed for the dense anchors' candidates and for the
-    /// nodes whose score bound could place them in the result ([`Memory::rank_hits`]). Anchors,
-    /// scores and result are the scan's, to the bit.
+    /// node's cosine, so its dense score; exact dense scores are computed for the dense
+    /// anchors' candidates and for the nodes whose score bound could place them in the result
+    /// ([`Memory::rank_hits`]). Anchors, scores and result are the scan's, to the bit.
     fn run_indexed(&self, query: &Query, mode: Mode, index: &DenseIndex) -> Retrieval {
         let n = self.graph.node_count();
         let c = &self.config;
@@ -992,7 +1001,7 @@ impl Memory {
         let known = known;
         let dense_of = |i: u32| {
             let x = known[i as usize];
-            if x.is_nan() { self.dense_score(i as usize, dot(self.embedding(i), &query.embedding)) } else { x }
+            if x.is_nan() { self.node_dense(i, query) } else { x }
         };
         let mut a0 = vec![0.0f32; n];
         for &i in &anchors {
