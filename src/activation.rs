@@ -208,32 +208,68 @@ pub fn top_m(u: &[f32], m: usize) -> Vec<(usize, f32)> {
     ids.into_iter().map(|i| (i as usize, u[i as usize])).collect()
 }
 
+/// The top-M potentials of one step as inhibition reads them: highest first, with prefix sums
+/// (in f64) so that a node's pressure costs O(log M).
+struct Top {
+    values: Vec<f32>,
+    prefix: Vec<f64>,
+    lowest: f32,
+}
+
+impl Top {
+    /// From the M highest potentials, highest first.
+    fn new(values: Vec<f32>) -> Top {
+        let mut prefix = Vec::with_capacity(values.len() + 1);
+        prefix.push(0.0f64);
+        for &v in &values {
+            prefix.push(prefix[prefix.len() - 1] + v as f64);
+        }
+        let lowest = values.last().copied().unwrap_or(f32::NEG_INFINITY);
+        Top { values, prefix, lowest }
+    }
+
+    /// `max(0, x − β·Σ_{top above x} (u_k − x))`.
+    fn inhibited(&self, x: f32, beta: f32) -> f32 {
+        let above = if x < self.lowest { self.values.len() } else { self.values.partition_point(|&v| v > x) };
+        let pressure = (self.prefix[above] - above as f64 * x as f64) as f32;
+        (x - beta * pressure).max(0.0)
+    }
+
+    /// Whether a node of potential `x`, and every node of lower potential, is inhibited to
+    /// exactly 0: `x − β·pressure` is below 0 by more than f32 rounding could make up (the
+    /// difference grows with `x`, by at least 1 per unit).
+    fn clamps_all_below(&self, x: f32, beta: f32) -> bool {
+        let above = self.values.partition_point(|&v| v > x);
+        let pressure = self.prefix[above] - above as f64 * x as f64;
+        let below_zero = beta as f64 * pressure - x as f64;
+        let rounding = 1e-5 * (1.0 + x.abs() as f64 + beta as f64 * self.prefix[self.values.len()].abs());
+        self.inhibited(x, beta) == 0.0 && below_zero > rounding
+    }
+}
+
 /// Lateral inhibition: `û_i = max(0, u_i − β·Σ_{k ∈ T_M, u_k > u_i} (u_k − u_i))`.
 ///
 /// The sum is `S_c − c·u_i`, where c counts the top values above `u_i` and `S_c` is their sum
 /// (prefix sums over the sorted top-M, in f64): O(log M) per node instead of O(M).
 pub fn inhibit(u: &[f32], m: usize, beta: f32, out: &mut [f32]) {
-    let top: Vec<f32> = top_m(u, m).into_iter().map(|(_, v)| v).collect();
-    let mut prefix = Vec::with_capacity(top.len() + 1);
-    prefix.push(0.0f64);
-    for &v in &top {
-        prefix.push(prefix[prefix.len() - 1] + v as f64);
-    }
-    let lowest = top.last().copied().unwrap_or(f32::NEG_INFINITY);
+    let top = Top::new(top_m(u, m).into_iter().map(|(_, v)| v).collect());
     crate::parallel::fill_nodes(out, |first, piece| {
         for (o, &x) in piece.iter_mut().zip(&u[first..]) {
-            let above = if x < lowest { top.len() } else { top.partition_point(|&v| v > x) };
-            let pressure = (prefix[above] - above as f64 * x as f64) as f32;
-            *o = (x - beta * pressure).max(0.0);
+            *o = top.inhibited(x, beta);
         }
     });
+}
+
+/// The sigmoid of one inhibited potential: `1 / (1 + exp(−γ·(û − θ)))`.
+fn squash(x: f32, gamma: f32, theta: f32) -> f32 {
+    1.0 / (1.0 + (-gamma * (x - theta)).exp())
 }
 
 /// Sigmoid: `a_i = 1 / (1 + exp(−γ·(û_i − θ)))`.
 pub fn sigmoid(u: &[f32], gamma: f32, theta: f32, out: &mut [f32]) {
     crate::parallel::fill_nodes(out, |first, piece| {
         for (o, &x) in piece.iter_mut().zip(&u[first..]) {
-            *o = 1.0 / (1.0 + (-gamma * (x - theta)).exp());
+            *o = squash(x, gamma, theta);
         }
     });
 }
@@ -270,6 +306,210 @@ pub fn spread(
 /// Runs many queries at once, in parallel over the queries.
 pub fn spread_batch(spreading: &Spreading, config: &ActivationConfig, initial: &[Vec<f32>]) -> Vec<Vec<f32>> {
     initial.par_iter().map(|a0| spread(spreading, config, a0, None)).collect()
+}
+
+/// What every node that no anchor's activation has reached holds, for one propagation matrix
+/// and one set of dynamics: the query-independent half of [`spread_sparse`].
+///
+/// After the first step a node whose inhibited potential is 0 holds `floor = σ(γ·(0 − θ))`. A
+/// node all of whose in-neighbours (and itself) hold `floor` has the potential
+/// `resting[i] = (1 − δ)·floor + Σ_j m_ij·floor`, summed as [`propagate`] sums it.
+#[derive(Debug, Clone)]
+pub struct Resting {
+    floor: f32,
+    potential: Vec<f32>,
+    /// Nodes by `potential`, highest first.
+    order: Vec<u32>,
+    /// Out-edges as CSR over the sources: where a node's activation goes.
+    out_ptr: Vec<u32>,
+    out_dst: Vec<u32>,
+}
+
+impl Resting {
+    /// For `spreading` run with `config`'s decay and sigmoid.
+    pub fn new(spreading: &Spreading, config: &ActivationConfig) -> Resting {
+        let n = spreading.len();
+        let floor = squash(0.0, config.sigmoid_gamma, config.sigmoid_theta);
+        let mut potential = vec![0.0f32; n];
+        let (ptr, src, coef) = spreading.csr();
+        crate::parallel::fill_nodes(&mut potential, |first, piece| {
+            for (k, p) in piece.iter_mut().enumerate() {
+                let i = first + k;
+                let mut sum = 0.0f32;
+                for &c in &coef[ptr[i] as usize..ptr[i + 1] as usize] {
+                    sum += c * floor;
+                }
+                *p = (1.0 - config.decay) * floor + sum;
+            }
+        });
+        let mut order: Vec<u32> = (0..n as u32).collect();
+        order.sort_unstable_by(|&a, &b| potential[b as usize].total_cmp(&potential[a as usize]).then(a.cmp(&b)));
+        let mut out_ptr = vec![0u32; n + 1];
+        for &j in src {
+            out_ptr[j as usize + 1] += 1;
+        }
+        for i in 0..n {
+            out_ptr[i + 1] += out_ptr[i];
+        }
+        let mut fill = out_ptr.clone();
+        let mut out_dst = vec![0u32; src.len()];
+        for i in 0..n {
+            for &j in &src[ptr[i] as usize..ptr[i + 1] as usize] {
+                out_dst[fill[j as usize] as usize] = i as u32;
+                fill[j as usize] += 1;
+            }
+        }
+        Resting { floor, potential, order, out_ptr, out_dst }
+    }
+
+    /// The nodes `node`'s activation reaches in one step.
+    fn targets(&self, node: u32) -> &[u32] {
+        &self.out_dst[self.out_ptr[node as usize] as usize..self.out_ptr[node as usize + 1] as usize]
+    }
+}
+
+/// The activation of every node after [`spread_sparse`]: `value` for the nodes of `nodes`,
+/// `rest` for every other.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SparseActivation {
+    /// What every node outside `nodes` holds.
+    pub rest: f32,
+    /// The nodes the anchors' activation reached, with their activations.
+    pub nodes: Vec<(u32, f32)>,
+}
+
+impl SparseActivation {
+    /// One value per node.
+    pub fn to_dense(&self, n: usize) -> Vec<f32> {
+        let mut a = vec![self.rest; n];
+        for &(i, v) in &self.nodes {
+            a[i as usize] = v;
+        }
+        a
+    }
+}
+
+/// [`spread`] from sparse initial activations `(node, a₀)` (every other node 0), computed only
+/// on the nodes the activation reaches.
+///
+/// A node is reached when it is an anchor, when an in-neighbour was reached the step before,
+/// or when inhibition leaves its potential above 0. Every unreached node holds 0 before the
+/// first step and the sigmoid's floor after it; its potential is 0 in the first step and its
+/// [`Resting`] one after, and the top-M of the step is taken over both kinds. Unreached nodes
+/// are visited by falling resting potential until one is inhibited to 0 by a margin that f32
+/// rounding cannot cross: the inhibited potential grows with the potential, so every node
+/// below it is inhibited to 0 too; those above it are reached.
+///
+/// Returns exactly (to the bit) what [`spread`] returns, or `None` once the reached nodes pass
+/// a quarter of the memory (where [`spread`] is as fast).
+pub fn spread_sparse(
+    spreading: &Spreading,
+    resting: &Resting,
+    config: &ActivationConfig,
+    initial: &[(u32, f32)],
+) -> Option<SparseActivation> {
+    let n = spreading.len();
+    let limit = n / 4;
+    let mut reached = Reached { slot: vec![UNREACHED; n], nodes: Vec::new(), a: Vec::new() };
+    for &(i, v) in initial {
+        reached.reach(i, v);
+        reached.a[reached.slot[i as usize] as usize] = v;
+    }
+    let (ptr, src, coef) = spreading.csr();
+    let (beta, m) = (config.inhibition_beta, config.inhibition_top_m.min(n));
+    let mut rest = 0.0f32;
+    let mut frontier = 0;
+    let mut u = Vec::new();
+    for step in 0..config.steps {
+        // Reach the targets of the nodes reached since the last step; they held `rest`. Where
+        // those nodes' out-edges are more than twice the limit, decline before reaching them:
+        // even with many targets shared, they would pass it.
+        let end = reached.nodes.len();
+        let targets: usize = reached.nodes[frontier..].iter().map(|&i| resting.targets(i).len()).sum();
+        if end + targets > 2 * limit {
+            return None;
+        }
+        for k in frontier..end {
+            for &d in resting.targets(reached.nodes[k]) {
+                reached.reach(d, rest);
+            }
+        }
+        frontier = end;
+        if reached.nodes.len() > limit {
+            return None;
+        }
+        u.clear();
+        u.extend(reached.nodes.iter().zip(&reached.a).map(|(&i, &ai)| {
+            let i = i as usize;
+            let mut sum = 0.0f32;
+            for e in ptr[i] as usize..ptr[i + 1] as usize {
+                let j = src[e] as usize;
+                sum += coef[e] * if reached.slot[j] == UNREACHED { rest } else { reached.a[reached.slot[j] as usize] };
+            }
+            (1.0 - config.decay) * ai + sum
+        }));
+        // The top-M over reached potentials and the highest unreached ones.
+        let mut candidates = u.clone();
+        let unreached = || resting.order.iter().copied().filter(|&i| reached.slot[i as usize] == UNREACHED);
+        if step == 0 {
+            candidates.extend(std::iter::repeat_n(0.0f32, m.min(n - reached.nodes.len())));
+        } else {
+            candidates.extend(unreached().take(m).map(|i| resting.potential[i as usize]));
+        }
+        if candidates.len() > m {
+            candidates.select_nth_unstable_by(m, |x, y| y.total_cmp(x));
+            candidates.truncate(m);
+        }
+        candidates.sort_unstable_by(|x, y| y.total_cmp(x));
+        let top = Top::new(candidates);
+        if step == 0 {
+            // Every unreached potential is 0, the same computation for each.
+            if reached.nodes.len() < n && top.inhibited(0.0, beta) != 0.0 {
+                return None;
+            }
+        } else {
+            let room = (limit + 1).saturating_sub(reached.nodes.len());
+            let escaped: Vec<u32> = unreached()
+                .take_while(|&i| !top.clamps_all_below(resting.potential[i as usize], beta))
+                .take(room)
+                .collect();
+            for i in escaped {
+                reached.reach(i, rest);
+                u.push(resting.potential[i as usize]);
+            }
+            if reached.nodes.len() > limit {
+                return None;
+            }
+        }
+        for (ak, &uk) in reached.a.iter_mut().zip(&u) {
+            *ak = squash(top.inhibited(uk, beta), config.sigmoid_gamma, config.sigmoid_theta);
+        }
+        rest = resting.floor;
+    }
+    Some(SparseActivation { rest, nodes: reached.nodes.into_iter().zip(reached.a).collect() })
+}
+
+/// A node not reached by [`spread_sparse`] yet.
+const UNREACHED: u32 = u32::MAX;
+
+/// The nodes [`spread_sparse`] has reached, in the order reached, with their activations.
+struct Reached {
+    /// Per node: its place in `nodes`, or [`UNREACHED`].
+    slot: Vec<u32>,
+    nodes: Vec<u32>,
+    a: Vec<f32>,
+}
+
+impl Reached {
+    /// Reaches `node`, holding `a`, unless it is reached already.
+    fn reach(&mut self, node: u32, a: f32) {
+        let slot = &mut self.slot[node as usize];
+        if *slot == UNREACHED {
+            *slot = self.nodes.len() as u32;
+            self.nodes.push(node);
+            self.a.push(a);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -370,6 +610,95 @@ mod tests {
             assert_eq!(&spread(&s, &config, a0, None), a);
         }
         assert!(!Spreading::empty(4).is_empty() && Spreading::empty(4).edge_count() == 0);
+    }
+
+    /// A memory-like graph: `episodes` in a temporal chain, then `concepts` linked both ways to
+    /// a few episodes each (a handful of hubs to many) and to one another by association.
+    fn memory_like(episodes: usize, concepts: usize, rng: &mut StdRng) -> Graph {
+        let n = episodes + concepts;
+        let mut edges: Vec<Edge> = (1..episodes as u32)
+            .map(|i| Edge {
+                src: i - 1,
+                dst: i,
+                kind: EdgeKind::Temporal,
+                weight: 1.0,
+                hours: rng.random_range(0.0..50.0),
+            })
+            .collect();
+        for c in episodes..n {
+            let c = c as u32;
+            let links = if rng.random_range(0..50) == 0 { rng.random_range(10..60) } else { rng.random_range(1..5) };
+            for _ in 0..links {
+                let e = rng.random_range(0..episodes as u32);
+                edges.push(Edge { src: c, dst: e, kind: EdgeKind::Abstraction, weight: 0.8, hours: 0.0 });
+                edges.push(Edge { src: e, dst: c, kind: EdgeKind::Abstraction, weight: 0.8, hours: 0.0 });
+            }
+            let other = rng.random_range(episodes as u32..n as u32);
+            if other != c {
+                let weight = rng.random_range(0.6..1.0);
+                edges.push(Edge { src: c, dst: other, kind: EdgeKind::Association, weight, hours: 0.0 });
+            }
+        }
+        edges.sort_by_key(|e| (e.dst, e.src));
+        edges.dedup_by_key(|e| (e.dst, e.src));
+        Graph {
+            nodes: (0..episodes as u32)
+                .map(NodeRef::Episode)
+                .chain((0..concepts as u32).map(NodeRef::Concept))
+                .collect(),
+            concepts: Vec::new(),
+            edges,
+            pagerank: vec![1.0; n],
+        }
+    }
+
+    /// Sparse spreading against [`spread`] over every node, on memory-like graphs with 20
+    /// anchors: wherever it returns a result, that result is the dense one to the bit. It does
+    /// return one in one step, and in three steps under the paper's stronger inhibition (where
+    /// hubs escape the clamp and are reached); without inhibition nothing clamps after the
+    /// first step, and it declines.
+    #[test]
+    fn sparse_spreading_is_the_dense_one_to_the_bit() {
+        let mut rng = StdRng::seed_from_u64(17);
+        let paper = ActivationConfig { inhibition_top_m: 7, inhibition_beta: 0.15, ..ActivationConfig::default() };
+        let cases = [
+            ("defaults, one step", ActivationConfig { steps: 1, ..ActivationConfig::default() }),
+            ("defaults", ActivationConfig::default()),
+            ("paper", paper.clone()),
+            ("paper, two steps", ActivationConfig { steps: 2, ..paper }),
+            ("no inhibition", ActivationConfig { inhibition_beta: 0.0, ..ActivationConfig::default() }),
+            ("no steps", ActivationConfig { steps: 0, ..ActivationConfig::default() }),
+        ];
+        let mut answered = vec![0usize; cases.len()];
+        for _ in 0..6 {
+            let g = memory_like(12_000, 1_500, &mut rng);
+            let n = g.node_count();
+            for (k, (name, config)) in cases.iter().enumerate() {
+                let s = Spreading::new(&g, config);
+                let resting = Resting::new(&s, config);
+                for _ in 0..5 {
+                    let initial: Vec<(u32, f32)> =
+                        (0..20).map(|_| (rng.random_range(0..n as u32), rng.random_range(0.0..1.0f32))).collect();
+                    let mut a0 = vec![0.0f32; n];
+                    for &(i, v) in &initial {
+                        a0[i as usize] = v;
+                    }
+                    let dense = spread(&s, config, &a0, None);
+                    if let Some(sparse) = spread_sparse(&s, &resting, config, &initial) {
+                        let got = sparse.to_dense(n);
+                        for i in 0..n {
+                            assert_eq!(got[i].to_bits(), dense[i].to_bits(), "{name}: node {i}");
+                        }
+                        assert!(sparse.nodes.len() <= n / 4, "{name}: {} reached", sparse.nodes.len());
+                        answered[k] += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(answered[0], 30, "one step always clamps: {answered:?}");
+        assert!(answered[2] >= 15 && answered[3] >= 15, "the paper's inhibition clamps: {answered:?}");
+        assert_eq!(answered[4], 0, "nothing clamps without inhibition: {answered:?}");
+        assert_eq!(answered[5], 30, "{answered:?}");
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! The dense index of a large memory: its node embeddings quantised to 8 bits (one scale per
 //! node), a quarter of the bytes a scan of the f32 embeddings reads, with a per-node bound of
-//! the quantisation error. A query's approximate cosines, plus that bound, are upper bounds of
-//! the exact ones: the ranking computes exact cosines only for the nodes those bounds cannot
-//! rule out, so its anchors and result are the full scan's, exactly.
+//! the quantisation error. The query is quantised too, so a node's approximate cosine is an
+//! integer dot product; plus both errors' bound, it is an upper bound of the exact one. The
+//! ranking computes exact cosines only for the nodes those bounds cannot rule out, so its
+//! anchors and result are the full scan's, exactly.
 //!
 //! Owns the quantised codes and the bounds. It must not score or rank nodes: `retrieve`
 //! decides which exact cosines to compute.
@@ -46,41 +47,49 @@ pub struct DenseIndex {
     codes: Vec<i8>,
     /// Per node: its scale, max |value| / 127.
     scale: Vec<f32>,
-    /// Per node: `‖x − x̂‖` (x̂ the decoded vector) plus a rounding margin. For a unit query q,
-    /// `q·x ≤ q·x̂ + ‖x − x̂‖`.
+    /// Per node: `‖x − x̂‖` (x̂ the decoded vector) plus a rounding margin.
     error: Vec<f32>,
+    /// Per node: `‖x̂‖`, rounded up.
+    norm: Vec<f32>,
+}
+
+/// `x` in 8 bits: its codes, their scale (max |value| / 127), and what they lose, `x − x̂`.
+fn quantise(x: &[f32]) -> (Vec<i8>, f32, impl Iterator<Item = f32> + '_) {
+    let max = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
+    let codes: Vec<i8> = x.iter().map(|v| (v / scale).round().clamp(-127.0, 127.0) as i8).collect();
+    let decoded = (0..x.len()).map(move |k| x[k] - ((x[k] / scale).round().clamp(-127.0, 127.0)) * scale);
+    (codes, scale, decoded)
+}
+
+/// `‖v‖` in f64, over an iterator of f32 values.
+fn norm(v: impl Iterator<Item = f64>) -> f64 {
+    v.map(|x| x * x).sum::<f64>().sqrt()
 }
 
 impl DenseIndex {
     /// Quantises `embeddings` (`nodes × EMBEDDING_DIM`).
     pub fn build(embeddings: &[f32]) -> DenseIndex {
-        let rows: Vec<(Vec<i8>, f32, f32)> = embeddings
+        let rows: Vec<(Vec<i8>, f32, f32, f32)> = embeddings
             .par_chunks_exact(EMBEDDING_DIM)
             .map(|x| {
-                let max = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-                let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
-                let codes: Vec<i8> = x.iter().map(|v| (v / scale).round().clamp(-127.0, 127.0) as i8).collect();
-                let error: f32 = x
-                    .iter()
-                    .zip(&codes)
-                    .map(|(v, &c)| {
-                        let d = v - c as f32 * scale;
-                        d * d
-                    })
-                    .sum::<f32>()
-                    .sqrt();
-                (codes, scale, error + BOUND_MARGIN)
+                let (codes, scale, residual) = quantise(x);
+                let error = norm(residual.map(|d| d as f64)) as f32 + BOUND_MARGIN;
+                let length = norm(codes.iter().map(|&c| c as f64 * scale as f64)) as f32 + BOUND_MARGIN;
+                (codes, scale, error, length)
             })
             .collect();
         let mut index = DenseIndex {
             codes: Vec::with_capacity(embeddings.len()),
             scale: Vec::with_capacity(rows.len()),
             error: Vec::with_capacity(rows.len()),
+            norm: Vec::with_capacity(rows.len()),
         };
-        for (codes, scale, error) in rows {
+        for (codes, scale, error, length) in rows {
             index.codes.extend(codes);
             index.scale.push(scale);
             index.error.push(error);
+            index.norm.push(length);
         }
         index
     }
@@ -97,43 +106,61 @@ impl DenseIndex {
 
     /// Bytes a query reads.
     pub fn bytes(&self) -> usize {
-        self.codes.len() + 8 * self.scale.len()
+        self.codes.len() + 12 * self.scale.len()
     }
 
-    /// Per node, an upper bound of its cosine with the unit vector `query`: the decoded
-    /// vector's dot product plus the node's error bound.
+    /// Per node, an upper bound of its cosine with the unit vector `query`. The query is
+    /// quantised to 8 bits as the nodes are (q̂), so the decoded dot product is an exact
+    /// integer sum times the two scales; then
+    /// `q·x = q̂·x̂ + (q − q̂)·x̂ + q·(x − x̂) ≤ q̂·x̂ + ‖q − q̂‖·‖x̂‖ + ‖x − x̂‖`.
     pub fn bounds(&self, query: &[f32]) -> Vec<f32> {
+        let (q, q_scale, residual) = quantise(query);
+        let q_error = (norm(residual.map(|d| d as f64)) + 1e-6) as f32;
         let mut out = vec![0.0f32; self.len()];
         crate::parallel::fill_nodes(&mut out, |first, piece| {
             let nodes = first..first + piece.len();
             let codes = &self.codes[nodes.start * EMBEDDING_DIM..nodes.end * EMBEDDING_DIM];
-            bounds_into(codes, &self.scale[nodes.clone()], &self.error[nodes], query, piece)
+            let rows =
+                Rows { scale: &self.scale[nodes.clone()], error: &self.error[nodes.clone()], norm: &self.norm[nodes] };
+            bounds_into(codes, &rows, &q, q_scale, q_error, piece)
         });
         out
     }
 }
 
+/// Some consecutive nodes' scales and bounds.
+struct Rows<'a> {
+    scale: &'a [f32],
+    error: &'a [f32],
+    norm: &'a [f32],
+}
+
 /// [`DenseIndex::bounds`] of some nodes into `out`, compiled also for AVX2 and picked at run
 /// time.
 #[multiversion::multiversion(targets("x86_64+avx2"))]
-fn bounds_into(codes: &[i8], scale: &[f32], error: &[f32], query: &[f32], out: &mut [f32]) {
-    for (o, (c, (&s, &e))) in out.iter_mut().zip(codes.chunks_exact(EMBEDDING_DIM).zip(scale.iter().zip(error))) {
-        *o = s * dot_codes(c, query) + e;
+fn bounds_into(codes: &[i8], rows: &Rows, q: &[i8], q_scale: f32, q_error: f32, out: &mut [f32]) {
+    for (k, (o, c)) in out.iter_mut().zip(codes.chunks_exact(EMBEDDING_DIM)).enumerate() {
+        *o = rows.scale[k] * q_scale * dot_codes(c, q) as f32 + (rows.error[k] + q_error * rows.norm[k]);
     }
 }
 
-/// `Σ c_k·q_k` over one node's codes, eight lanes at a time.
+/// `Σ a_k·b_k` of two rows of codes, exact in 32-bit integers, sixteen lanes at a time.
 #[inline(always)]
-fn dot_codes(codes: &[i8], q: &[f32]) -> f32 {
-    let mut acc = [0.0f32; 8];
-    for (c, x) in codes.chunks_exact(8).zip(q.chunks_exact(8)) {
-        for k in 0..8 {
-            acc[k] += c[k] as f32 * x[k];
+fn dot_codes(a: &[i8], b: &[i8]) -> i32 {
+    let mut acc = [0i32; 16];
+    for (x, y) in a.chunks_exact(16).zip(b.chunks_exact(16)) {
+        for k in 0..16 {
+            acc[k] += x[k] as i32 * y[k] as i32;
         }
     }
-    let tail: f32 =
-        codes.chunks_exact(8).remainder().iter().zip(q.chunks_exact(8).remainder()).map(|(&c, x)| c as f32 * x).sum();
-    acc.iter().sum::<f32>() + tail
+    let tail: i32 = a
+        .chunks_exact(16)
+        .remainder()
+        .iter()
+        .zip(b.chunks_exact(16).remainder())
+        .map(|(&x, &y)| x as i32 * y as i32)
+        .sum();
+    acc.iter().sum::<i32>() + tail
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::activation::{self, ActivationConfig, Spreading, Trace};
+use crate::activation::{self, ActivationConfig, Resting, Spreading, Trace};
 use crate::embed::EMBEDDING_DIM;
 use crate::error::{Error, Result};
 use crate::gnn::features::cold_start_blend;
@@ -425,6 +425,11 @@ pub struct Memory {
     relevance: std::sync::OnceLock<std::result::Result<Arc<Relevance>, String>>,
     /// The dense index, built on the first query that uses it.
     index: std::sync::OnceLock<DenseIndex>,
+    /// What unreached nodes hold under `spreading` with the configured dynamics, built on the
+    /// first query that spreads sparsely.
+    resting: std::sync::OnceLock<Resting>,
+    /// Smallest memory, in nodes, that spreads sparsely ([`SPARSE_NODES`]).
+    sparse_min_nodes: usize,
     config: RetrieveConfig,
 }
 
@@ -515,6 +520,8 @@ impl Memory {
             importance,
             relevance: std::sync::OnceLock::new(),
             index: std::sync::OnceLock::new(),
+            resting: std::sync::OnceLock::new(),
+            sparse_min_nodes: SPARSE_NODES,
             conversation: conversation.to_string(),
             episodes,
             no_graph: Spreading::empty(n),
@@ -884,6 +891,26 @@ impl Memory {
         Some(self.gate(query, Retrieval { mode, hits, confidence: ranked.confidence, rejected: false, anchors }))
     }
 
+    /// Every node's activation after spreading from `initial` (node, a₀) in `mode`. Synapse
+    /// and synapse-gnn on a memory of `sparse_min_nodes` or more compute it on the nodes the
+    /// anchors reach ([`activation::spread_sparse`]) where that is exact; otherwise, and when
+    /// `trace` is asked for, on every node. The result is the same to the bit.
+    fn activate(&self, mode: Mode, initial: &[(u32, f32)], trace: Option<&mut Trace>) -> Vec<f32> {
+        let n = self.graph.node_count();
+        let config = self.config.activation_for(mode);
+        if trace.is_none() && n >= self.sparse_min_nodes && matches!(mode, Mode::Synapse | Mode::SynapseGnn) {
+            let resting = self.resting.get_or_init(|| Resting::new(&self.spreading, &config));
+            if let Some(sparse) = activation::spread_sparse(&self.spreading, resting, &config, initial) {
+                return sparse.to_dense(n);
+            }
+        }
+        let mut a0 = vec![0.0f32; n];
+        for &(i, v) in initial {
+            a0[i as usize] = v;
+        }
+        activation::spread(self.spreading_for(mode), &config, &a0, trace)
+    }
+
     fn spreading_for(&self, mode: Mode) -> &Spreading {
         match mode {
             Mode::NoFan => &self.spreading_no_fan,
@@ -928,6 +955,12 @@ impl Memory {
             return None;
         }
         Some(self.index.get_or_init(|| DenseIndex::build(&self.embeddings)))
+    }
+
+    /// Sets the smallest memory, in nodes, that spreads activation sparsely (default
+    /// [`SPARSE_NODES`]; 0 always tries, `usize::MAX` never does). Results do not change.
+    pub fn set_sparse_min_nodes(&mut self, nodes: usize) {
+        self.sparse_min_nodes = nodes;
     }
 
     /// Turns the dense index on or off; a built index is kept.
@@ -1003,11 +1036,9 @@ impl Memory {
             let x = known[i as usize];
             if x.is_nan() { self.node_dense(i, query) } else { x }
         };
-        let mut a0 = vec![0.0f32; n];
-        for &i in &anchors {
-            a0[i as usize] = (c.alpha * sim(dense_of(i), i as usize)).max(0.0);
-        }
-        let a = activation::spread(self.spreading_for(mode), &c.activation_for(mode), &a0, None);
+        let a0: Vec<(u32, f32)> =
+            anchors.iter().map(|&i| (i, (c.alpha * sim(dense_of(i), i as usize)).max(0.0))).collect();
+        let a = self.activate(mode, &a0, None);
         let pagerank = |i: usize| if mode == Mode::NoGraph { 0.0 } else { self.graph.pagerank[i] };
         let hybrid = |dense: f32, i: usize| {
             c.lambda_similarity * sim(dense, i) + c.lambda_activation * a[i] + c.lambda_pagerank * pagerank(i)
@@ -1127,12 +1158,9 @@ impl Memory {
             }
             _ => {
                 let anchors = self.anchors(base);
-                let mut a0 = vec![0.0f32; n];
-                for &a in &anchors {
-                    a0[a as usize] = (self.config.alpha * base.sim[a as usize]).max(0.0);
-                }
-                let config = self.config.activation_for(mode);
-                let a = activation::spread(self.spreading_for(mode), &config, &a0, trace);
+                let a0: Vec<(u32, f32)> =
+                    anchors.iter().map(|&i| (i, (self.config.alpha * base.sim[i as usize]).max(0.0))).collect();
+                let a = self.activate(mode, &a0, trace);
                 let c = &self.config;
                 let pagerank: Vec<f32> = if mode == Mode::NoGraph { vec![0.0; n] } else { self.graph.pagerank.clone() };
                 let scores: Vec<f32> = (0..n)
@@ -1242,6 +1270,10 @@ impl Memory {
         &self.turns
     }
 }
+
+/// Memories of at least this many nodes spread activation sparsely where that is exact
+/// ([`Memory::activate`]); in smaller ones a pass over every node costs as little.
+pub const SPARSE_NODES: usize = 4_096;
 
 /// [`Memory`]'s turn of a concept node in the GPU walk's column: no turn.
 pub const CONCEPT_TURN: u32 = u32::MAX;
