@@ -27,6 +27,26 @@ pub fn fill_nodes<T: Send>(out: &mut [T], fill: impl Fn(usize, &mut [T]) + Sync)
     }
 }
 
+/// [`fill_nodes`] of several outputs of one length together: `fill(first, pieces)` gets the
+/// same piece of every output (nodes `first..first + pieces[0].len()`), so a pass that reads
+/// each node once fills all of them.
+pub fn fill_nodes_many<T: Send>(outs: &mut [Vec<T>], fill: impl Fn(usize, &mut [&mut [T]]) + Sync) {
+    let n = outs.first().map_or(0, Vec::len);
+    assert!(outs.iter().all(|o| o.len() == n), "outputs of different lengths");
+    let size = if n < PARALLEL_NODES { n.max(1) } else { CHUNK_NODES };
+    let mut pieces: Vec<Vec<&mut [T]>> = (0..n.div_ceil(size)).map(|_| Vec::with_capacity(outs.len())).collect();
+    for out in outs.iter_mut() {
+        for (piece, slice) in pieces.iter_mut().zip(out.chunks_mut(size)) {
+            piece.push(slice);
+        }
+    }
+    if n < PARALLEL_NODES {
+        pieces.into_iter().for_each(|mut p| fill(0, &mut p));
+    } else {
+        pieces.into_par_iter().enumerate().for_each(|(k, mut p)| fill(k * CHUNK_NODES, &mut p));
+    }
+}
+
 /// The `k` node ids of highest score, best first (score descending by `f32::total_cmp`, ties
 /// by lower id), and the score of the next one (`None` when every node is among them): a
 /// selection in O(n) and a sort of the `k` chosen. For a large memory each piece of
@@ -102,5 +122,32 @@ mod tests {
             });
             assert!(out.iter().enumerate().all(|(i, &x)| x == i as u32), "n = {n}");
         }
+    }
+
+    #[test]
+    fn every_node_of_every_output_is_filled_once_with_its_own_index() {
+        for n in [0, 1, PARALLEL_NODES - 1, 3 * CHUNK_NODES + PARALLEL_NODES + 17] {
+            for outputs in [0, 1, 5] {
+                let mut outs = vec![vec![u32::MAX; n]; outputs];
+                fill_nodes_many(&mut outs, |first, pieces| {
+                    assert_eq!(pieces.len(), outputs);
+                    for (j, piece) in pieces.iter_mut().enumerate() {
+                        assert_eq!(piece.len(), pieces_len(n, first), "output {j} at node {first}");
+                        for (k, x) in piece.iter_mut().enumerate() {
+                            assert_eq!(*x, u32::MAX, "node {} of output {j} filled twice", first + k);
+                            *x = (first + k) as u32 + j as u32;
+                        }
+                    }
+                });
+                for (j, out) in outs.iter().enumerate() {
+                    assert!(out.iter().enumerate().all(|(i, &x)| x == (i + j) as u32), "n {n}, output {j}");
+                }
+            }
+        }
+    }
+
+    /// The length of the piece that starts at node `first` of `n`.
+    fn pieces_len(n: usize, first: usize) -> usize {
+        if n < PARALLEL_NODES { n } else { CHUNK_NODES.min(n - first) }
     }
 }

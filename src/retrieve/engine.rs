@@ -6,6 +6,8 @@
 //! Owns the choice of backend and the fallback. Must not rank by itself: scoring is
 //! `Memory`'s on the CPU and the kernels' on the GPU.
 
+use std::collections::HashMap;
+
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -232,7 +234,31 @@ pub fn retrieve_on(
 ) -> Result<(Vec<Retrieval>, BatchReport)> {
     let mut report = BatchReport { queries: requests.len(), ..BatchReport::default() };
     let cpu = |reqs: &[(u32, &Memory, &Query)]| -> Result<Vec<Retrieval>> {
-        reqs.par_iter().map(|&(_, m, q)| m.retrieve(q, mode)).collect()
+        // Each memory's queries together (`Memory::retrieve_many` shares passes over its
+        // dense index between them); memories in parallel.
+        let mut by_memory: Vec<(&Memory, Vec<usize>)> = Vec::new();
+        let mut slot: HashMap<*const Memory, usize> = HashMap::new();
+        for (i, &(_, m, _)) in reqs.iter().enumerate() {
+            let k = *slot.entry(m as *const Memory).or_insert_with(|| {
+                by_memory.push((m, Vec::new()));
+                by_memory.len() - 1
+            });
+            by_memory[k].1.push(i);
+        }
+        let answered: Vec<(Vec<usize>, Vec<Retrieval>)> = by_memory
+            .into_par_iter()
+            .map(|(m, ids)| {
+                let queries: Vec<&Query> = ids.iter().map(|&i| reqs[i].2).collect();
+                Ok((ids, m.retrieve_many(&queries, mode)?))
+            })
+            .collect::<Result<_>>()?;
+        let mut out: Vec<Option<Retrieval>> = (0..reqs.len()).map(|_| None).collect();
+        for (ids, results) in answered {
+            for (i, r) in ids.into_iter().zip(results) {
+                out[i] = Some(r);
+            }
+        }
+        Ok(out.into_iter().flatten().collect())
     };
     let (Some(ranker), Some(settings)) = (ranker, requests.first().and_then(|(_, m, _)| m.rank_settings(mode))) else {
         return Ok((cpu(requests)?, report));

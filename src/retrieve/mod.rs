@@ -611,7 +611,7 @@ impl Memory {
     /// Runs one query in one mode.
     pub fn retrieve(&self, query: &Query, mode: Mode) -> Result<Retrieval> {
         let r = match self.index_for(mode) {
-            Some(index) => self.run_indexed(query, mode, index),
+            Some(index) => self.run_indexed(query, mode, index.bounds(&query.embedding)),
             None => self.run(query, &self.base(query), mode, None),
         };
         self.learned(query, r)
@@ -626,8 +626,29 @@ impl Memory {
     /// Runs many queries in one mode, in parallel over the queries; the same results as one
     /// [`Memory::retrieve`] each.
     pub fn retrieve_batch(&self, queries: &[Query], mode: Mode) -> Result<Vec<Retrieval>> {
+        self.retrieve_many(&queries.iter().collect::<Vec<_>>(), mode)
+    }
+
+    /// [`Memory::retrieve_batch`] of borrowed queries. Through the dense index, the bounds of
+    /// each group of [`BOUNDS_GROUP`] queries come from one pass over the codes
+    /// ([`DenseIndex::bounds_batch`]) instead of one pass each.
+    pub fn retrieve_many(&self, queries: &[&Query], mode: Mode) -> Result<Vec<Retrieval>> {
         use rayon::prelude::*;
-        queries.par_iter().map(|q| self.retrieve(q, mode)).collect()
+        let Some(index) = self.index_for(mode) else {
+            return queries.par_iter().map(|q| self.retrieve(q, mode)).collect();
+        };
+        let mut out = Vec::with_capacity(queries.len());
+        for group in queries.chunks(BOUNDS_GROUP) {
+            let embeddings: Vec<&[f32]> = group.iter().map(|q| q.embedding.as_slice()).collect();
+            let bounds = index.bounds_batch(&embeddings);
+            let results: Vec<Retrieval> = group
+                .par_iter()
+                .zip(bounds)
+                .map(|(q, bounds)| self.learned(q, self.run_indexed(q, mode, bounds)))
+                .collect::<Result<_>>()?;
+            out.extend(results);
+        }
+        Ok(out)
     }
 
     /// Runs one query in a synapse mode and explains each returned episode's node.
@@ -1015,7 +1036,8 @@ impl Memory {
     /// node's cosine, so its dense score; exact dense scores are computed for the dense
     /// anchors' candidates and for the nodes whose score bound could place them in the result
     /// ([`Memory::rank_hits`]). Anchors, scores and result are the scan's, to the bit.
-    fn run_indexed(&self, query: &Query, mode: Mode, index: &DenseIndex) -> Retrieval {
+    /// `bounds` are the index's ([`DenseIndex::bounds`] of the query).
+    fn run_indexed(&self, query: &Query, mode: Mode, bounds: Vec<f32>) -> Retrieval {
         let n = self.graph.node_count();
         let c = &self.config;
         let mut bm25 = vec![0.0f32; n];
@@ -1027,7 +1049,7 @@ impl Memory {
             if w == 0.0 || max == 0.0 { dense } else { (1.0 - w) * dense + w * bm25[i] / max }
         };
         // Bounds and exact values of the dense score, as `base` computes it.
-        let dense_bound = self.discounted(index.bounds(&query.embedding));
+        let dense_bound = self.discounted(bounds);
         let mut known = vec![f32::NAN; n];
         let dense_anchors = self.dense_anchors(&self.anchor_scores(&dense_bound), &mut known, query);
         let anchors = self.with_lexical_anchors(dense_anchors, &bm25);
@@ -1274,6 +1296,10 @@ impl Memory {
 /// Memories of at least this many nodes spread activation sparsely where that is exact
 /// ([`Memory::activate`]); in smaller ones a pass over every node costs as little.
 pub const SPARSE_NODES: usize = 4_096;
+
+/// Queries of a batch whose dense-index bounds are computed in one pass over the codes
+/// ([`Memory::retrieve_many`]): 16 queries' bounds of a 10M-token memory are 3.8 MB.
+pub const BOUNDS_GROUP: usize = 16;
 
 /// [`Memory`]'s turn of a concept node in the GPU walk's column: no turn.
 pub const CONCEPT_TURN: u32 = u32::MAX;

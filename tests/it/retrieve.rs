@@ -309,7 +309,8 @@ fn batches_equal_single_queries_and_runs_repeat_exactly() {
 /// The dense index on real LoCoMo conversations and on the start of a BEAM conversation cut
 /// into passages (forced on: their graphs are under the size that gets one by default): in
 /// every synapse-family mode, for every question, the result is the scan's exactly (same
-/// episodes, nodes, scores to the bit, confidence, anchors), and so are the dense anchors. In
+/// episodes, nodes, scores to the bit, confidence, anchors), one query at a time and in a
+/// batch, and so are the dense anchors. In
 /// the BEAM memory the passage discount moves later passages down in both.
 #[test]
 fn indexed_retrieval_equals_the_scan() {
@@ -346,12 +347,16 @@ fn indexed_retrieval_equals_the_scan() {
         assert_eq!(indexed.dense_index().map(|i| i.len()), Some(scan.graph().node_count()));
         let texts: Vec<&str> = conversation.questions.iter().map(|q| q.text.as_str()).collect();
         let vectors = embedder.embed(&texts).expect("embed");
+        let (mut queries, mut scanned) = (Vec::new(), Vec::new());
         for (text, v) in texts.iter().zip(vectors.chunks_exact(myelin::embed::EMBEDDING_DIM)) {
             let q = Query::new(&mut analyzer, text, v.to_vec()).expect("query");
             assert_eq!(indexed.dense_anchor_recall(&q), Some((10, 10)), "{text}");
             for mode in [Mode::Synapse, Mode::NoInhibition, Mode::NoFan, Mode::NoGraph] {
                 let r = indexed.retrieve(&q, mode).expect("indexed");
                 assert_eq!(r, scan.retrieve(&q, mode).expect("scan"), "{mode}: {text}");
+                if mode == Mode::Synapse {
+                    scanned.push(r.clone());
+                }
                 if passages && mode == Mode::Synapse {
                     let plain = undiscounted.retrieve(&q, mode).expect("undiscounted");
                     assert_eq!(plain, undiscounted_scan.retrieve(&q, mode).expect("scan"), "undiscounted: {text}");
@@ -361,7 +366,12 @@ fn indexed_retrieval_equals_the_scan() {
                     later_passages_returned[1] += count(&plain);
                 }
             }
+            queries.push(q);
         }
+        // A batch shares each group's pass over the codes (`DenseIndex::bounds_batch`): the
+        // same results, through more than one group.
+        assert!(queries.len() > myelin::retrieve::BOUNDS_GROUP, "{} questions", queries.len());
+        assert_eq!(indexed.retrieve_batch(&queries, Mode::Synapse).expect("batch"), scanned);
     }
     let [discounted, plain] = later_passages_returned;
     assert!(discounted < plain, "later passages returned: {discounted} discounted, {plain} without");
