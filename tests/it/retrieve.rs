@@ -306,6 +306,49 @@ fn batches_equal_single_queries_and_runs_repeat_exactly() {
     assert_eq!(from_store, top5, "store and in-memory disagree");
 }
 
+/// A real memory built as ingest builds it, with its conversation's questions embedded.
+struct RealMemory {
+    memory: myelin::retrieve::Memory,
+    /// Whether its turns were cut into passages.
+    passages: bool,
+    questions: Vec<String>,
+    /// The questions' embeddings, one row each.
+    embeddings: Vec<f32>,
+}
+
+/// The real memories the dense index and sparse spreading are forced on in the tests below
+/// (smaller than the sizes that get them by default): two LoCoMo conversations, and the first
+/// two sessions of BEAM 100K conversation 1 with turns cut into passages of 128 word pieces.
+/// `None` without the data sets.
+fn small_real_memories() -> Option<(myelin::config::Config, Vec<RealMemory>)> {
+    use myelin::config::Config;
+    use myelin::embed::Embedder;
+    use myelin::ingest::{LoadOptions, load_path, pipeline::in_memory};
+
+    let data = datasets()?;
+    let config = Config::default();
+    let embedder = Embedder::load(&config.embed).expect("model (scripts/fetch-model.sh)");
+    let loaded = load_path(&data.join("locomo/locomo10-dev.json"), &LoadOptions::default()).expect("locomo");
+    let mut beam = load_path(&data.join("beam/100K/1"), &LoadOptions::default()).expect("beam").conversations.remove(0);
+    beam.sessions.truncate(2);
+    let mut short = config.clone();
+    short.ingest.passage_pieces = 128;
+    let memories = (loaded.conversations.iter().take(2).map(|c| (c, &config)))
+        .chain([(&beam, &short)])
+        .map(|(conversation, built_with)| {
+            let questions: Vec<String> = conversation.questions.iter().map(|q| q.text.clone()).collect();
+            let texts: Vec<&str> = questions.iter().map(String::as_str).collect();
+            RealMemory {
+                memory: in_memory(conversation, &embedder, built_with).expect("memory"),
+                passages: std::ptr::eq(built_with, &short),
+                embeddings: embedder.embed(&texts).expect("embed"),
+                questions,
+            }
+        })
+        .collect();
+    Some((config, memories))
+}
+
 /// The dense index on real LoCoMo conversations and on the start of a BEAM conversation cut
 /// into passages (forced on: their graphs are under the size that gets one by default): in
 /// every synapse-family mode, for every question, the result is the scan's exactly (same
@@ -314,28 +357,17 @@ fn batches_equal_single_queries_and_runs_repeat_exactly() {
 /// the BEAM memory the passage discount moves later passages down in both.
 #[test]
 fn indexed_retrieval_equals_the_scan() {
-    use myelin::config::Config;
-    use myelin::embed::Embedder;
-    use myelin::ingest::{LoadOptions, load_path, pipeline::in_memory};
     use myelin::retrieve::index::IndexConfig;
     use myelin::retrieve::{Memory, Mode, Query, bm25::Analyzer};
 
-    let Some(data) = datasets() else { return };
-    let config = Config::default();
-    let embedder = Embedder::load(&config.embed).expect("model (scripts/fetch-model.sh)");
-    let loaded = load_path(&data.join("locomo/locomo10-dev.json"), &LoadOptions::default()).expect("locomo");
-    let mut beam = load_path(&data.join("beam/100K/1"), &LoadOptions::default()).expect("beam").conversations.remove(0);
-    beam.sessions.truncate(2);
-    let mut short = config.clone();
-    short.ingest.passage_pieces = 128;
+    let Some((config, memories)) = small_real_memories() else { return };
     let mut analyzer = Analyzer::new().expect("analyzer");
     let mut later_passages_returned = [0usize; 2];
-    for (k, conversation) in loaded.conversations.iter().take(2).chain([&beam]).enumerate() {
-        let passages = k == 2;
-        let scan = in_memory(conversation, &embedder, if passages { &short } else { &config }).expect("memory");
+    for RealMemory { memory: scan, passages, questions: texts, embeddings: vectors } in &memories {
+        let (scan, passages) = (scan, *passages);
         assert!(scan.dense_index().is_none(), "under min_nodes, no index");
         let later = |m: &Memory, e: u32| m.turns()[e as usize] != e;
-        assert_eq!(scan.episodes().iter().enumerate().any(|(e, _)| later(&scan, e as u32)), passages);
+        assert_eq!(scan.episodes().iter().enumerate().any(|(e, _)| later(scan, e as u32)), passages);
         let with = |discount: f32, index: bool| {
             let mut c = config.retrieve.clone();
             c.index = IndexConfig { min_nodes: 0, enabled: index };
@@ -345,8 +377,6 @@ fn indexed_retrieval_equals_the_scan() {
         let indexed = with(config.retrieve.passage_discount, true);
         let (undiscounted, undiscounted_scan) = (with(0.0, true), with(0.0, false));
         assert_eq!(indexed.dense_index().map(|i| i.len()), Some(scan.graph().node_count()));
-        let texts: Vec<&str> = conversation.questions.iter().map(|q| q.text.as_str()).collect();
-        let vectors = embedder.embed(&texts).expect("embed");
         let (mut queries, mut scanned) = (Vec::new(), Vec::new());
         for (text, v) in texts.iter().zip(vectors.chunks_exact(myelin::embed::EMBEDDING_DIM)) {
             let q = Query::new(&mut analyzer, text, v.to_vec()).expect("query");
@@ -361,7 +391,7 @@ fn indexed_retrieval_equals_the_scan() {
                     let plain = undiscounted.retrieve(&q, mode).expect("undiscounted");
                     assert_eq!(plain, undiscounted_scan.retrieve(&q, mode).expect("scan"), "undiscounted: {text}");
                     let count =
-                        |r: &myelin::retrieve::Retrieval| r.hits.iter().filter(|h| later(&scan, h.episode)).count();
+                        |r: &myelin::retrieve::Retrieval| r.hits.iter().filter(|h| later(scan, h.episode)).count();
                     later_passages_returned[0] += count(&r);
                     later_passages_returned[1] += count(&plain);
                 }
@@ -386,28 +416,15 @@ fn indexed_retrieval_equals_the_scan() {
 #[test]
 fn sparse_spreading_equals_spreading_over_every_node() {
     use myelin::activation::{self, ActivationConfig, Resting, Spreading};
-    use myelin::config::Config;
-    use myelin::embed::Embedder;
-    use myelin::ingest::{LoadOptions, load_path, pipeline::in_memory};
     use myelin::retrieve::{Memory, Mode, Query, bm25::Analyzer, dot, top_order};
 
-    let Some(data) = datasets() else { return };
-    let config = Config::default();
-    let embedder = Embedder::load(&config.embed).expect("model (scripts/fetch-model.sh)");
-    let loaded = load_path(&data.join("locomo/locomo10-dev.json"), &LoadOptions::default()).expect("locomo");
-    let mut beam = load_path(&data.join("beam/100K/1"), &LoadOptions::default()).expect("beam").conversations.remove(0);
-    beam.sessions.truncate(2);
-    let mut short = config.clone();
-    short.ingest.passage_pieces = 128;
+    let Some((config, memories)) = small_real_memories() else { return };
     let one_step = ActivationConfig { steps: 1, ..ActivationConfig::default() };
     let paper = ActivationConfig { inhibition_top_m: 7, inhibition_beta: 0.15, ..ActivationConfig::default() };
     let mut analyzer = Analyzer::new().expect("analyzer");
     let (mut questions, mut one_step_answered) = (0, 0);
-    for (k, conversation) in loaded.conversations.iter().take(2).chain([&beam]).enumerate() {
-        let base = in_memory(conversation, &embedder, if k == 2 { &short } else { &config }).expect("memory");
+    for RealMemory { memory: base, questions: texts, embeddings: vectors, .. } in &memories {
         let n = base.graph().node_count();
-        let texts: Vec<&str> = conversation.questions.iter().map(|q| q.text.as_str()).collect();
-        let vectors = embedder.embed(&texts).expect("embed");
         for dynamics in [ActivationConfig::default(), one_step.clone(), paper.clone()] {
             let mut c = config.retrieve.clone();
             c.activation = dynamics.clone();
