@@ -13,26 +13,17 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use myelin::embed::EMBEDDING_DIM;
+use myelin::graph::synthetic::unit_embeddings;
 use myelin::retrieve::dots;
 use myelin::retrieve::index::{DenseIndex, Kernel};
+use rand::SeedableRng;
 use rand::rngs::StdRng;
-use rand::{RngExt, SeedableRng};
-
-fn unit_rows(n: usize, rng: &mut StdRng) -> Vec<f32> {
-    let mut out = Vec::with_capacity(n * EMBEDDING_DIM);
-    for _ in 0..n {
-        let v: Vec<f32> = (0..EMBEDDING_DIM).map(|_| rng.random_range(-1.0f32..1.0)).collect();
-        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-        out.extend(v.iter().map(|x| x / norm));
-    }
-    out
-}
 
 fn benches(c: &mut Criterion) {
     let nodes = std::env::var("MYELIN_BENCH_NODES").ok().and_then(|v| v.parse().ok()).unwrap_or(58_878);
     let mut rng = StdRng::seed_from_u64(1);
-    let embeddings = unit_rows(nodes, &mut rng);
-    let queries = unit_rows(16, &mut rng);
+    let embeddings = unit_embeddings(nodes, &mut rng);
+    let queries = unit_embeddings(16, &mut rng);
     let queries: Vec<&[f32]> = queries.chunks_exact(EMBEDDING_DIM).collect();
     let index = DenseIndex::build(&embeddings);
     let mut group = c.benchmark_group(format!("index-{nodes}"));

@@ -333,22 +333,15 @@ mod tests {
     use super::*;
     use crate::retrieve::dot;
     use proptest::prelude::*;
+    use rand::SeedableRng;
     use rand::rngs::StdRng;
-    use rand::{RngExt, SeedableRng};
 
     fn exact(embeddings: &[f32], node: usize, query: &[f32]) -> f32 {
         dot(&embeddings[node * EMBEDDING_DIM..(node + 1) * EMBEDDING_DIM], query)
     }
 
     fn unit_rows(n: usize, seed: u64) -> Vec<f32> {
-        let mut rng = StdRng::seed_from_u64(seed);
-        let mut out = Vec::with_capacity(n * EMBEDDING_DIM);
-        for _ in 0..n {
-            let v: Vec<f32> = (0..EMBEDDING_DIM).map(|_| rng.random_range(-1.0f32..1.0)).collect();
-            let norm = dot(&v, &v).sqrt();
-            out.extend(v.iter().map(|x| x / norm));
-        }
-        out
+        crate::graph::synthetic::unit_embeddings(n, &mut StdRng::seed_from_u64(seed))
     }
 
     #[test]

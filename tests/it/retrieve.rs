@@ -364,7 +364,7 @@ fn indexed_retrieval_equals_the_scan() {
     let mut analyzer = Analyzer::new().expect("analyzer");
     let mut later_passages_returned = [0usize; 2];
     for RealMemory { memory: scan, passages, questions: texts, embeddings: vectors } in &memories {
-        let (scan, passages) = (scan, *passages);
+        let passages = *passages;
         assert!(scan.dense_index().is_none(), "under min_nodes, no index");
         let later = |m: &Memory, e: u32| m.turns()[e as usize] != e;
         assert_eq!(scan.episodes().iter().enumerate().any(|(e, _)| later(scan, e as u32)), passages);
