@@ -168,6 +168,32 @@ enum Command {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// Time how one write's cost grows with its scope: fill one scope of a fresh store
+    /// (`--store`, which must not exist) with the short sentences of a LoCoMo or BEAM source
+    /// through the library's serving API, time single-message adds at each size, then the
+    /// first add after a restart.
+    WriteBench {
+        /// LoCoMo file or BEAM directory (e.g. `$MYELIN_DATASETS/beam/10M-plans`) whose
+        /// sentences of 5 to 40 words are the messages.
+        #[arg(long)]
+        text: PathBuf,
+        /// Scope sizes in memories at which single adds are timed (comma-separated, ascending).
+        #[arg(long, value_delimiter = ',', default_values_t = vec![1000, 5000, 20000])]
+        sizes: Vec<usize>,
+        /// Timed single-message adds at each size.
+        #[arg(long, default_value_t = 20)]
+        adds: usize,
+        /// Messages per add while filling.
+        #[arg(long, default_value_t = 512)]
+        fill_batch: usize,
+        /// Also write the rows as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        #[command(flatten)]
+        serving: ServeFlags,
+        #[command(flatten)]
+        tuning: RetrieveFlags,
+    },
     /// Serve the store to agent clients over the Model Context Protocol on stdio: tools
     /// add_memory, search_memory, list_memories, delete_memory.
     Mcp {
@@ -729,6 +755,48 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 report.lost_writes
             );
         }
+        Command::WriteBench { text, sizes, adds, fill_batch, json, serving, tuning } => {
+            tuning.apply(&mut config)?;
+            serving.apply(&mut config)?;
+            anyhow::ensure!(
+                !store.exists(),
+                "write-bench fills a fresh store and {} exists: pass --store with a new path",
+                store.display()
+            );
+            let loaded = myelin::ingest::load_path(&text, &config.ingest.load_options())?;
+            let texts = myelin::serve::growth::short_messages(&loaded.conversations, 5, 40);
+            let options = myelin::serve::growth::GrowthOptions { sizes, adds, fill_batch };
+            let rows = runtime.block_on(myelin::serve::growth::run(&store, &config, &texts, &options))?;
+            if let Some(path) = &json {
+                std::fs::write(path, serde_json::to_string_pretty(&rows)?)
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
+            let mut t = Table::new();
+            t.load_preset(UTF8_FULL_CONDENSED).set_header([
+                "memories",
+                "episodes",
+                "add p50 ms",
+                "add p95 ms",
+                "add max ms",
+                "first add after restart ms",
+                "store MiB",
+                "fill s",
+            ]);
+            for r in &rows {
+                t.add_row([
+                    r.memories.to_string(),
+                    r.episodes.to_string(),
+                    format!("{:.1}", r.p50_ms),
+                    format!("{:.1}", r.p95_ms),
+                    format!("{:.1}", r.max_ms),
+                    r.after_restart_ms.map_or("-".into(), |v| format!("{v:.0}")),
+                    format!("{:.1}", r.store_bytes as f64 / (1u64 << 20) as f64),
+                    format!("{:.1}", r.fill_seconds),
+                ]);
+            }
+            println!("{t}");
+            println!("{adds} single-message adds timed at each size, one after another (each its own commit)");
+        }
         Command::Mcp { serving, tuning } => {
             tuning.apply(&mut config)?;
             serving.apply(&mut config)?;
@@ -1078,7 +1146,7 @@ async fn index_bench(
 }
 
 async fn load_memory(store: &Store, conversation: &str, config: &Config) -> anyhow::Result<Memory> {
-    Ok(myelin::ingest::pipeline::stored_memory(store, conversation, &config.retrieve).await?)
+    Ok(myelin::ingest::pipeline::stored_memory(store, conversation, config).await?)
 }
 
 async fn query(
@@ -1281,8 +1349,7 @@ async fn eval(
     .await?;
     let store = Store::open(store_dir).await?;
     let progress = progress_bar(quiet, "questions")?;
-    let report =
-        evaluate(&store, &args.dataset, &ids, &embedder, &config.retrieve, &config.gpu, options, &progress).await?;
+    let report = evaluate(&store, &args.dataset, &ids, &embedder, config, options, &progress).await?;
     eprintln!("{}", report.backend);
     if let Some(g) = &report.gnn {
         eprintln!("synapse-gnn: {} ({} features, weight {})", g.weights, g.features.as_str(), g.weight);
@@ -1382,7 +1449,7 @@ async fn train_gnn(
     let mut splits = Vec::new();
     for (ids, inputs) in [(&train_ids, &args.train), (&val_ids, &args.val)] {
         let progress = progress_bar(quiet, "questions")?;
-        let loaded = load(&store, dataset(ids), ids, &embedder, &config.retrieve, &progress).await?;
+        let loaded = load(&store, dataset(ids), ids, &embedder, config, &progress).await?;
         let examples = training_examples(&loaded, options.features)?;
         splits.push((examples, inputs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>()));
     }
@@ -1612,7 +1679,8 @@ async fn real_workload(
     let mut queries = Vec::new();
     let mut analyzer = Analyzer::new()?;
     for c in store.conversations().await? {
-        let Some(graph) = store.graph(&c.id).await? else { continue };
+        let Some(mut graph) = store.graph(&c.id).await? else { continue };
+        graph.rank(config.graph.pagerank_damping);
         let m = memories.len();
         memories.push(Memory::new(&c.id, store.episodes(&c.id).await?, graph, config.retrieve.clone())?);
         for q in store.questions(&c.id).await? {

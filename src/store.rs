@@ -759,6 +759,69 @@ fn node_embedding() -> DataType {
     DataType::List(Arc::new(Field::new("item", DataType::Float32, true)))
 }
 
+/// Rows of one conversation's graph to append: the chosen nodes and edges.
+struct GraphRows<'a> {
+    conversation: &'a str,
+    graph: &'a Graph,
+    turn_ids: &'a [&'a str],
+    nodes: Vec<u32>,
+    edges: Vec<&'a Edge>,
+}
+
+/// What a graph changed since an older version of it. Node ids are given in arrival order, so
+/// the two share a first stretch of nodes (`kept`); after it the old version's nodes are gone
+/// (the serving API's graph consolidates its open window into concepts, which the next write's
+/// episode then follows) and the new one's are new.
+#[derive(Debug, PartialEq)]
+struct GraphDiff {
+    /// Nodes the two versions share: ids `0..kept` are the same nodes.
+    kept: u32,
+    /// Nodes to write, ascending: the kept ones whose row changed (a concept's mentions or
+    /// embedding), then every node from `kept` on.
+    nodes: Vec<u32>,
+    /// Nodes whose in-edges to write, ascending: the kept ones whose in-edges changed, then
+    /// every node from `kept` on that has any.
+    edges_to: Vec<u32>,
+}
+
+impl GraphDiff {
+    fn of(old: &Graph, new: &Graph) -> GraphDiff {
+        let kept = old.nodes.iter().zip(&new.nodes).take_while(|(a, b)| a == b).count() as u32;
+        let mut nodes: Vec<u32> = (0..kept)
+            .filter(|&i| match new.nodes[i as usize] {
+                NodeRef::Concept(c) => old.concepts[c as usize] != new.concepts[c as usize],
+                NodeRef::Episode(_) => false,
+            })
+            .collect();
+        nodes.extend(kept..new.node_count() as u32);
+        let edges_to = (0..new.node_count() as u32)
+            .filter(|&d| {
+                let fresh = new.in_edges(d);
+                if d < kept { old.in_edges(d) != fresh } else { !fresh.is_empty() }
+            })
+            .collect();
+        GraphDiff { kept, nodes, edges_to }
+    }
+
+    /// The rows of `table` this diff replaces in `conversation`: the changed kept nodes' and
+    /// everything from `kept` on (`None`: none).
+    fn stale(&self, table: Table, conversation: &str, old_nodes: usize) -> Option<String> {
+        let (column, ids) = match table {
+            Table::Nodes => ("node", &self.nodes),
+            _ => ("dst", &self.edges_to),
+        };
+        let changed: Vec<String> = ids.iter().take_while(|&&i| i < self.kept).map(u32::to_string).collect();
+        let mut any = Vec::new();
+        if !changed.is_empty() {
+            any.push(format!("{column} IN ({})", changed.join(", ")));
+        }
+        if (self.kept as usize) < old_nodes {
+            any.push(format!("{column} >= {}", self.kept));
+        }
+        (!any.is_empty()).then(|| format!("({} AND ({}))", eq_filter("conversation", conversation), any.join(" OR ")))
+    }
+}
+
 /// `vectors` (one per row, `None` for a null row) as a list column: a null row holds no values.
 fn listed_embeddings(vectors: &[Option<&[f32]>]) -> ListArray {
     let mut builder = ListBuilder::with_capacity(Float32Builder::new(), vectors.len());
@@ -1061,7 +1124,66 @@ impl WriteTxn {
         }
         let names: Vec<&str> = graphs.iter().map(|g| g.0).collect();
         self.remove_conversations(&names, &[Table::Nodes, Table::Edges]).await?;
-        let n: usize = graphs.iter().map(|g| g.1.node_count()).sum();
+        let rows: Vec<GraphRows> = graphs
+            .iter()
+            .map(|&(conversation, graph, turn_ids)| GraphRows {
+                conversation,
+                graph,
+                turn_ids,
+                nodes: (0..graph.node_count() as u32).collect(),
+                edges: graph.edges.iter().collect(),
+            })
+            .collect();
+        self.append_graph_rows(&rows, fixed).await
+    }
+
+    /// Brings the stored graphs of conversations up to date after episodes were appended to
+    /// them (the episodes they had keep their indices and turn ids): each entry is
+    /// (conversation, the graph stored now, its new graph, the turn ids of all its episodes).
+    /// Only the rows that changed are rewritten (old rows deleted, new ones appended): every
+    /// node after the stretch both versions share (the serving API consolidates its open
+    /// window into concepts, so the last write's window is consolidated again with the new
+    /// episodes), the concepts before it whose mentions or embedding moved, and the in-edges of
+    /// every node whose in-edges changed. PageRank, which every edge moves, is not rewritten:
+    /// [`Graph::rank`] derives it from the edges on load, so a row's `pagerank` is its value
+    /// when the row was written. A graph that changed in more than a quarter of its rows is
+    /// written whole, as [`WriteTxn::put_graphs`] does.
+    pub async fn update_graphs(&mut self, graphs: &[(&str, &Graph, &Graph, &[&str])]) -> Result<()> {
+        let mut whole: Vec<(&str, &Graph, &[&str])> = Vec::new();
+        let mut rows: Vec<GraphRows> = Vec::new();
+        let mut stale: Vec<(Table, String)> = Vec::new();
+        for &(conversation, old, new, turn_ids) in graphs {
+            new.check(conversation, turn_ids.len())?;
+            let diff = GraphDiff::of(old, new);
+            if 4 * (diff.nodes.len() + diff.edges_to.len()) > new.node_count() {
+                whole.push((conversation, new, turn_ids));
+                continue;
+            }
+            for table in [Table::Nodes, Table::Edges] {
+                stale.extend(diff.stale(table, conversation, old.node_count()).map(|f| (table, f)));
+            }
+            let edges = diff.edges_to.iter().flat_map(|&d| new.in_edges(d)).collect();
+            rows.push(GraphRows { conversation, graph: new, turn_ids, nodes: diff.nodes, edges });
+        }
+        for table in [Table::Nodes, Table::Edges] {
+            let filters: Vec<&str> = stale.iter().filter(|(t, _)| *t == table).map(|(_, f)| f.as_str()).collect();
+            if !filters.is_empty()
+                && let Some(ds) = self.table(table).await?
+            {
+                ds.delete(&filters.join(" OR ")).await?;
+            }
+        }
+        self.append_graph_rows(&rows, None).await?;
+        self.put_graphs_laid_out(&whole, None).await
+    }
+
+    /// Appends the chosen node and edge rows of graphs, `nodes.embedding` laid out as
+    /// [`WriteTxn::put_graphs_laid_out`] says.
+    async fn append_graph_rows(&mut self, graphs: &[GraphRows<'_>], fixed: Option<bool>) -> Result<()> {
+        if graphs.iter().all(|g| g.nodes.is_empty() && g.edges.is_empty()) {
+            return Ok(());
+        }
+        let n: usize = graphs.iter().map(|g| g.nodes.len()).sum();
         let (mut conv, mut id) = (Vec::with_capacity(n), Vec::with_capacity(n));
         let mut kind = Vec::with_capacity(n);
         let mut index = Vec::with_capacity(n);
@@ -1070,16 +1192,17 @@ impl WriteTxn {
         let mut mentions = Vec::with_capacity(n);
         let mut pagerank = Vec::with_capacity(n);
         let mut vectors: Vec<Option<&[f32]>> = Vec::with_capacity(n);
-        for &(conversation, graph, turn_ids) in graphs {
-            conv.extend(std::iter::repeat_n(conversation, graph.node_count()));
-            id.extend(0..graph.node_count() as u32);
-            pagerank.extend_from_slice(&graph.pagerank);
-            for node in &graph.nodes {
-                match *node {
+        for g in graphs {
+            let graph = g.graph;
+            for &node in &g.nodes {
+                conv.push(g.conversation);
+                id.push(node);
+                pagerank.push(graph.pagerank[node as usize]);
+                match graph.nodes[node as usize] {
                     NodeRef::Episode(e) => {
                         kind.push("episode");
                         index.push(e);
-                        key.push(turn_ids[e as usize]);
+                        key.push(g.turn_ids[e as usize]);
                         label.push("");
                         mentions.push(0);
                         vectors.push(None);
@@ -1132,7 +1255,7 @@ impl WriteTxn {
         self.append(Table::Nodes, RecordBatch::try_new(schema, columns)?).await?;
         // Arrow's string builders need iterators of known length.
         let edges: Vec<(&str, &Edge)> =
-            graphs.iter().flat_map(|&(c, g, _)| g.edges.iter().map(move |e| (c, e))).collect();
+            graphs.iter().flat_map(|g| g.edges.iter().map(move |&e| (g.conversation, e))).collect();
         let columns: Vec<ArrayRef> = vec![
             Arc::new(StringArray::from_iter_values(edges.iter().map(|(c, _)| *c))),
             Arc::new(UInt32Array::from_iter_values(edges.iter().map(|(_, e)| e.src))),
@@ -1272,6 +1395,48 @@ mod tests {
         g.edges.sort_by_key(|e| (e.dst, e.src));
         g.pagerank = (0..=turns).map(|i| 1.0 / (1.0 + i as f32)).collect();
         g
+    }
+
+    #[tokio::test]
+    async fn updating_a_growing_graph_stores_what_writing_it_whole_stores() {
+        let (_, graphs) = crate::graph::build::growing_graphs(200);
+        let dir = tempfile::tempdir().unwrap();
+        let c = conversation("conv-u", 200);
+        write(dir.path(), &c, 0).await;
+        let ids: Vec<String> = c.turns().map(|t| t.id.clone()).collect();
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let (mut partial, mut moved) = (0, 0);
+        for (k, new) in graphs.iter().enumerate() {
+            let turn_ids = &ids[..new.episode_count()];
+            let mut txn = Store::begin_write(dir.path()).await.unwrap();
+            if k == 0 {
+                txn.put_graphs(&[("conv-u", new, turn_ids)]).await.unwrap();
+            } else {
+                let old = &graphs[k - 1];
+                let diff = GraphDiff::of(old, new);
+                assert!(diff.kept as usize <= old.node_count() && diff.kept > 0, "write {k}: {diff:?}");
+                if 4 * (diff.nodes.len() + diff.edges_to.len()) <= new.node_count() {
+                    partial += 1;
+                }
+                moved += diff.nodes.iter().filter(|&&n| n < diff.kept).count();
+                txn.update_graphs(&[("conv-u", old, new, turn_ids)]).await.unwrap();
+            }
+            let store = txn.commit().await.unwrap();
+            let mut back = store.graph("conv-u").await.unwrap().expect("a graph");
+            back.rank(crate::graph::GraphConfig::default().pagerank_damping);
+            assert_eq!(&back, new, "write {k}");
+        }
+        assert!(partial * 2 >= graphs.len(), "{partial} of {} writes rewrote only what changed", graphs.len());
+        assert!(moved > 0, "no stored concept row changed: the test does not reach that path");
+        // A graph written whole and read back ranks as the builder did, to the bit.
+        let last = graphs.last().unwrap();
+        let mut txn = Store::begin_write(dir.path()).await.unwrap();
+        txn.put_graphs(&[("conv-u", last, &ids[..last.episode_count()])]).await.unwrap();
+        let store = txn.commit().await.unwrap();
+        let mut back = store.graph("conv-u").await.unwrap().expect("a graph");
+        assert_eq!(&back, last);
+        back.rank(crate::graph::GraphConfig::default().pagerank_damping);
+        assert_eq!(&back, last);
     }
 
     #[tokio::test]

@@ -14,15 +14,16 @@ use std::time::Instant;
 use indicatif::ProgressBar;
 use serde::Serialize;
 
+use crate::config::Config;
 use crate::embed::Embedder;
 use crate::error::{Error, Result};
 use crate::gnn::FeatureSet;
 use crate::gnn::train::Example;
-use crate::gpu::{Backend, GpuConfig};
+use crate::gpu::Backend;
 use crate::ingest::pipeline::stored_memory;
 use crate::retrieve::bm25::Analyzer;
 use crate::retrieve::engine::{BatchReport, Choice, Engine};
-use crate::retrieve::{Memory, Mode, Query, Retrieval, RetrieveConfig};
+use crate::retrieve::{Memory, Mode, Query, Retrieval};
 use crate::store::Store;
 
 /// The k of the reported recall@k.
@@ -301,7 +302,7 @@ pub async fn load(
     dataset: &str,
     conversations: &[String],
     embedder: &Embedder,
-    config: &RetrieveConfig,
+    config: &Config,
     progress: &ProgressBar,
 ) -> Result<Loaded> {
     let mut loaded = Loaded { memories: Vec::new(), questions: Vec::new(), tokens: Vec::new(), embed_ms: Vec::new() };
@@ -384,8 +385,7 @@ pub async fn evaluate(
     dataset: &str,
     conversations: &[String],
     embedder: &Embedder,
-    config: &RetrieveConfig,
-    gpu: &GpuConfig,
+    config: &Config,
     options: &EvalOptions,
     progress: &ProgressBar,
 ) -> Result<Report> {
@@ -394,6 +394,7 @@ pub async fn evaluate(
     }
     let Loaded { memories, questions, tokens: tokens_of, mut embed_ms } =
         load(store, dataset, conversations, embedder, config, progress).await?;
+    let (gpu, config) = (&config.gpu, &config.retrieve);
     let mut items: Vec<Item> = Vec::with_capacity(questions.len());
     let mut requests: Vec<(usize, Query)> = Vec::with_capacity(questions.len());
     for q in questions {

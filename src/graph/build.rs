@@ -14,7 +14,6 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 
 use super::extract::{Concept as Mention, Extractor};
-use super::pagerank::Transition;
 use super::{AbstractionScope, Concept, Edge, EdgeKind, Graph, GraphConfig, NodeRef};
 use crate::embed::{EMBEDDING_DIM, cosine};
 use crate::error::{Error, Result};
@@ -215,12 +214,9 @@ impl GraphBuilder {
         self.consolidate(embed)?;
         let mut edges: Vec<Edge> = self.in_edges.into_iter().flatten().collect();
         edges.sort_by_key(|e| (e.dst, e.src));
-        let n = self.nodes.len();
-        let rank = Transition::new(n, edges.iter().map(|e| (e.src, e.dst, e.weight)))
-            .rank(self.config.pagerank_damping as f64, None);
-        let max = rank.iter().copied().fold(0.0f64, f64::max);
-        let pagerank = rank.iter().map(|p| if max > 0.0 { (p / max) as f32 } else { 0.0 }).collect();
-        Ok(Graph { nodes: self.nodes, concepts: self.concepts, edges, pagerank })
+        let mut graph = Graph { nodes: self.nodes, concepts: self.concepts, edges, pagerank: Vec::new() };
+        graph.rank(self.config.pagerank_damping);
+        Ok(graph)
     }
 }
 
@@ -271,6 +267,48 @@ pub fn build_graph(
         builder.push_episode(text, *time, &mut lookup)?;
     }
     builder.finish(&mut lookup)
+}
+
+/// Test support: `n` short turns about a few recurring people and places, and the graphs a
+/// scope of the serving API holds after each of its writes (the builder, cloned and finished
+/// after the write's turns; writes of 1, 2, 3, then 7 turns, over and over). Labels are
+/// embedded deterministically, those sharing a first letter as near duplicates (cosine 0.94,
+/// above the dedup threshold), so later mentions move concepts' embeddings.
+#[cfg(test)]
+pub(crate) fn growing_graphs(n: usize) -> (Vec<String>, Vec<Graph>) {
+    let names = ["Rex", "Ana", "Paris", "Berlin", "Rome", "Marco", "Lisbon", "Bella", "Pablo"];
+    let acts = ["went hiking", "bought a guitar", "painted a lake", "visited the museum", "adopted a puppy"];
+    let texts: Vec<String> = (0..n)
+        .map(|i| format!("{} {} with {} on day {i}.", names[i % 9], acts[i % 5], names[(i * 4 + 1) % 9]))
+        .collect();
+    let mut embed = |labels: &[String]| -> Result<Vec<f32>> {
+        let mut out = vec![0.0; labels.len() * EMBEDDING_DIM];
+        for (i, l) in labels.iter().enumerate() {
+            let lower = l.to_lowercase();
+            let h = lower.bytes().fold(7usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize));
+            let first = lower.bytes().next().unwrap_or(0) as usize;
+            let row = &mut out[i * EMBEDDING_DIM..(i + 1) * EMBEDDING_DIM];
+            row[first % 64] = 1.0;
+            row[64 + h % (EMBEDDING_DIM - 64)] = 0.25;
+            let norm = row.iter().map(|x| x * x).sum::<f32>().sqrt();
+            row.iter_mut().for_each(|x| *x /= norm);
+        }
+        Ok(out)
+    };
+    let day = |i: usize| chrono::DateTime::from_timestamp(1_683_504_000 + 3_600 * i as i64, 0);
+    let mut builder = GraphBuilder::new(GraphConfig::default()).expect("default settings");
+    let mut graphs = Vec::new();
+    let (mut pushed, mut write) = (0, 0);
+    while pushed < n {
+        let size = [1, 2, 3, 7][write % 4].min(n - pushed);
+        for (i, t) in texts.iter().enumerate().skip(pushed).take(size) {
+            builder.push_episode(t, day(i), &mut embed).expect("push");
+        }
+        pushed += size;
+        write += 1;
+        graphs.push(builder.clone().finish(&mut embed).expect("finish"));
+    }
+    (texts, graphs)
 }
 
 #[cfg(test)]

@@ -104,6 +104,18 @@ pub struct Graph {
 }
 
 impl Graph {
+    /// Sets `pagerank` from the edges: weighted PageRank with `damping`, divided by its
+    /// maximum. The builder calls it when it finishes; a memory loaded from a store calls it
+    /// again (the serving API rewrites only the graph rows a write changed, so the stored
+    /// column can be older than the edges), which gives the builder's values to the bit since
+    /// the edges are in the same (dst, src) order.
+    pub fn rank(&mut self, damping: f32) {
+        let rank = pagerank::Transition::new(self.node_count(), self.edges.iter().map(|e| (e.src, e.dst, e.weight)))
+            .rank(damping as f64, None);
+        let max = rank.iter().copied().fold(0.0f64, f64::max);
+        self.pagerank = rank.iter().map(|p| if max > 0.0 { (p / max) as f32 } else { 0.0 }).collect();
+    }
+
     /// Number of nodes.
     pub fn node_count(&self) -> usize {
         self.nodes.len()

@@ -20,7 +20,7 @@ use crate::conversation::{Conversation, PASSAGE_MARK, Session, Turn, turn_of};
 use crate::embed::{EMBEDDING_DIM, Embedder};
 use crate::error::{Error, Result};
 use crate::graph::{Graph, GraphConfig, build_graph};
-use crate::retrieve::{Memory, RetrieveConfig};
+use crate::retrieve::Memory;
 use crate::store::{Episode, Store, WriteTxn};
 
 /// Turns embedded and appended per Lance write: bounds memory by this, not by the history.
@@ -290,15 +290,18 @@ pub fn graph_of(
 
 /// A stored conversation's memory: its episodes and graph read from `store`, indexed for
 /// queries with `config`. A conversation without a graph is an error that says what to do.
-pub async fn stored_memory(store: &Store, conversation: &str, config: &RetrieveConfig) -> Result<Memory> {
+pub async fn stored_memory(store: &Store, conversation: &str, config: &Config) -> Result<Memory> {
     let episodes = store.episodes(conversation).await?;
-    let graph = store.graph(conversation).await?.ok_or_else(|| {
+    let mut graph = store.graph(conversation).await?.ok_or_else(|| {
         Error::InvalidArgument(format!(
             "conversation '{conversation}' has no memory graph (written by an older version): \
              ingest its source again, or run `myelin eval` on it"
         ))
     })?;
-    Memory::new(conversation, episodes, graph, config.clone())
+    // The serving API rewrites only the graph rows a write changed; PageRank is derived from
+    // the edges (for an ingested graph: the stored values, to the bit).
+    graph.rank(config.graph.pagerank_damping);
+    Memory::new(conversation, episodes, graph, config.retrieve.clone())
 }
 
 /// `conversation` with every turn longer than `max_pieces` word pieces cut into passages

@@ -50,7 +50,7 @@ impl Analyzer {
 }
 
 /// An inverted index over a fixed list of documents (node texts).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Bm25Index {
     k1: f32,
     b: f32,
@@ -65,11 +65,19 @@ pub struct Bm25Index {
 impl Bm25Index {
     /// Indexes documents already split into terms.
     pub fn build(docs: &[Vec<String>], k1: f32, b: f32) -> Bm25Index {
-        let mut terms: HashMap<String, u32> = HashMap::new();
-        let mut postings: Vec<Vec<(u32, u32)>> = Vec::new();
-        let mut lengths = Vec::with_capacity(docs.len());
-        for (d, doc) in docs.iter().enumerate() {
-            lengths.push(doc.len() as u32);
+        let mut index =
+            Bm25Index { k1, b, terms: HashMap::new(), postings: Vec::new(), norm: Vec::new(), lengths: Vec::new() };
+        index.extend(docs);
+        index
+    }
+
+    /// Appends documents (numbered after those held): the index is then the one
+    /// [`Bm25Index::build`] makes of all of them, posting for posting. Costs the new documents'
+    /// terms plus one pass over the document lengths (the average length changes).
+    pub fn extend(&mut self, docs: &[Vec<String>]) {
+        for doc in docs {
+            let d = self.lengths.len() as u32;
+            self.lengths.push(doc.len() as u32);
             let mut counts: HashMap<&str, u32> = HashMap::new();
             for t in doc {
                 *counts.entry(t.as_str()).or_default() += 1;
@@ -77,18 +85,41 @@ impl Bm25Index {
             let mut counts: Vec<(&str, u32)> = counts.into_iter().collect();
             counts.sort_unstable();
             for (t, tf) in counts {
-                let next = terms.len() as u32;
-                let id = *terms.entry(t.to_string()).or_insert(next);
-                if id as usize == postings.len() {
-                    postings.push(Vec::new());
+                let next = self.terms.len() as u32;
+                let id = *self.terms.entry(t.to_string()).or_insert(next);
+                if id as usize == self.postings.len() {
+                    self.postings.push(Vec::new());
                 }
-                postings[id as usize].push((d as u32, tf));
+                self.postings[id as usize].push((d, tf));
             }
         }
-        let total: u64 = lengths.iter().map(|&l| l as u64).sum();
-        let avgdl = if docs.is_empty() { 1.0 } else { (total as f32 / docs.len() as f32).max(f32::MIN_POSITIVE) };
-        let norm = lengths.iter().map(|&l| k1 * (1.0 - b + b * l as f32 / avgdl)).collect();
-        Bm25Index { k1, b, terms, postings, norm, lengths }
+        let (k1, b) = (self.k1, self.b);
+        let total: u64 = self.lengths.iter().map(|&l| l as u64).sum();
+        let avgdl = if self.lengths.is_empty() {
+            1.0
+        } else {
+            (total as f32 / self.lengths.len() as f32).max(f32::MIN_POSITIVE)
+        };
+        self.norm = self.lengths.iter().map(|&l| k1 * (1.0 - b + b * l as f32 / avgdl)).collect();
+    }
+
+    /// Keeps the first `docs` documents only: the index is then the one [`Bm25Index::build`]
+    /// makes of them, posting for posting (terms are numbered by first appearance, so the
+    /// terms only later documents use are the last ones). Costs one pass over the terms.
+    pub fn truncate(&mut self, docs: usize) {
+        if docs >= self.lengths.len() {
+            return;
+        }
+        let d = docs as u32;
+        let first_later = self.postings.partition_point(|p| p.first().is_some_and(|&(doc, _)| doc < d));
+        self.postings.truncate(first_later);
+        self.terms.retain(|_, id| (*id as usize) < first_later);
+        for list in &mut self.postings {
+            let keep = list.partition_point(|&(doc, _)| doc < d);
+            list.truncate(keep);
+        }
+        self.lengths.truncate(docs);
+        self.extend(&[]);
     }
 
     /// Number of documents.
@@ -229,6 +260,31 @@ mod tests {
             for (g, w) in got.iter().zip(&want) {
                 prop_assert!((*g as f64 - w).abs() <= 1e-5 * w.abs().max(1e-3), "{g} vs {w}");
             }
+        }
+
+        #[test]
+        fn extending_and_truncating_equal_building_at_once(
+            docs in proptest::collection::vec("[a-e ]{0,40}|[A-Za-z ,.!?']{0,60}", 0..20),
+            cuts in proptest::collection::vec(0usize..20, 0..4),
+        ) {
+            let mut a = Analyzer::new().unwrap();
+            let terms: Vec<Vec<String>> = docs.iter().map(|d| a.terms(d)).collect();
+            let whole = Bm25Index::build(&terms, DEFAULT_K1, DEFAULT_B);
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(terms.len())).collect();
+            cuts.push(terms.len());
+            cuts.sort_unstable();
+            let mut pieces = Bm25Index::build(&[], DEFAULT_K1, DEFAULT_B);
+            let mut from = 0;
+            for &to in &cuts {
+                pieces.extend(&terms[from..to]);
+                from = to;
+            }
+            prop_assert_eq!(&pieces, &whole);
+            // Cut back to the first cut, then grown again: the same index.
+            pieces.truncate(cuts[0]);
+            prop_assert_eq!(&pieces, &Bm25Index::build(&terms[..cuts[0]], DEFAULT_K1, DEFAULT_B));
+            pieces.extend(&terms[cuts[0]..]);
+            prop_assert_eq!(&pieces, &whole);
         }
     }
 }

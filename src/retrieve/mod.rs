@@ -462,31 +462,54 @@ impl Memory {
     pub fn new(conversation: &str, episodes: Vec<Episode>, graph: Graph, config: RetrieveConfig) -> Result<Memory> {
         config.validate()?;
         graph.check(conversation, episodes.len())?;
-        let n = graph.node_count();
-        let mut embeddings = vec![0.0f32; n * EMBEDDING_DIM];
-        let mut texts: Vec<String> = Vec::with_capacity(n);
-        for (id, node) in graph.nodes.iter().enumerate() {
-            let (text, v) = match *node {
-                NodeRef::Episode(e) => {
-                    let ep = &episodes[e as usize];
-                    (ep.indexed_text(), ep.embedding.as_slice())
-                }
-                NodeRef::Concept(c) => {
-                    let c = &graph.concepts[c as usize];
-                    (c.label.clone(), c.embedding.as_slice())
-                }
-            };
-            if v.len() != EMBEDDING_DIM {
-                return Err(Error::InvalidArgument(format!(
-                    "node {id} of '{conversation}' has no {EMBEDDING_DIM}-d embedding"
-                )));
-            }
-            embeddings[id * EMBEDDING_DIM..(id + 1) * EMBEDDING_DIM].copy_from_slice(v);
-            texts.push(text);
-        }
+        let (embeddings, texts) = node_rows(conversation, &episodes, &graph, 0)?;
         let mut analyzer = Analyzer::new()?;
         let terms: Vec<Vec<String>> = texts.iter().map(|t| analyzer.terms(t)).collect();
         let bm25 = Bm25Index::build(&terms, config.bm25_k1, config.bm25_b);
+        Memory::assemble(conversation, episodes, graph, embeddings, bm25, config)
+    }
+
+    /// This memory with `added` episodes after its own and `graph`, a later version of its
+    /// graph that holds them (the serving API's builder after a write): [`Memory::new`] of all
+    /// the episodes and `graph`, to the bit, without analysing again the text of the nodes the
+    /// two graphs share (the first stretch of node ids) or copying their embeddings one by one.
+    pub fn extend(&self, added: Vec<Episode>, graph: Graph) -> Result<Memory> {
+        let mut episodes = Vec::with_capacity(self.episodes.len() + added.len());
+        episodes.extend_from_slice(&self.episodes);
+        episodes.extend(added);
+        graph.check(&self.conversation, episodes.len())?;
+        let kept = self.graph.nodes.iter().zip(&graph.nodes).take_while(|(a, b)| a == b).count();
+        let (fresh, texts) = node_rows(&self.conversation, &episodes, &graph, kept)?;
+        let mut embeddings = Vec::with_capacity(graph.node_count() * EMBEDDING_DIM);
+        embeddings.extend_from_slice(&self.embeddings[..kept * EMBEDDING_DIM]);
+        // A concept's embedding moves when a mention merges into it; its label never changes.
+        for (id, node) in graph.nodes[..kept].iter().enumerate() {
+            if let NodeRef::Concept(c) = *node {
+                embeddings[id * EMBEDDING_DIM..(id + 1) * EMBEDDING_DIM]
+                    .copy_from_slice(&graph.concepts[c as usize].embedding);
+            }
+        }
+        embeddings.extend_from_slice(&fresh);
+        let mut analyzer = Analyzer::new()?;
+        let terms: Vec<Vec<String>> = texts.iter().map(|t| analyzer.terms(t)).collect();
+        let mut bm25 = self.bm25.clone();
+        bm25.truncate(kept);
+        bm25.extend(&terms);
+        let mut memory = Memory::assemble(&self.conversation, episodes, graph, embeddings, bm25, self.config.clone())?;
+        memory.sparse_min_nodes = self.sparse_min_nodes;
+        Ok(memory)
+    }
+
+    /// The rest of a memory, from its node embeddings and lexical index.
+    fn assemble(
+        conversation: &str,
+        episodes: Vec<Episode>,
+        graph: Graph,
+        embeddings: Vec<f32>,
+        bm25: Bm25Index,
+        config: RetrieveConfig,
+    ) -> Result<Memory> {
+        let n = graph.node_count();
         let mut concept_episodes = vec![Vec::new(); n];
         for e in &graph.edges {
             if e.kind == EdgeKind::Abstraction && matches!(graph.nodes[e.src as usize], NodeRef::Concept(_)) {
@@ -1409,11 +1432,82 @@ fn dots_into(rows: &[f32], query: &[f32], out: &mut [f32]) {
     }
 }
 
+/// The embeddings (`EMBEDDING_DIM` values each) and indexed texts of `graph`'s nodes from
+/// `from` on: an episode's from `episodes`, a concept's its own.
+fn node_rows(conversation: &str, episodes: &[Episode], graph: &Graph, from: usize) -> Result<(Vec<f32>, Vec<String>)> {
+    let nodes = &graph.nodes[from.min(graph.node_count())..];
+    let mut embeddings = Vec::with_capacity(nodes.len() * EMBEDDING_DIM);
+    let mut texts: Vec<String> = Vec::with_capacity(nodes.len());
+    for (i, node) in nodes.iter().enumerate() {
+        let (text, v) = match *node {
+            NodeRef::Episode(e) => {
+                let ep = &episodes[e as usize];
+                (ep.indexed_text(), ep.embedding.as_slice())
+            }
+            NodeRef::Concept(c) => {
+                let c = &graph.concepts[c as usize];
+                (c.label.clone(), c.embedding.as_slice())
+            }
+        };
+        if v.len() != EMBEDDING_DIM {
+            return Err(Error::InvalidArgument(format!(
+                "node {} of '{conversation}' has no {EMBEDDING_DIM}-d embedding",
+                from + i
+            )));
+        }
+        embeddings.extend_from_slice(v);
+        texts.push(text);
+    }
+    Ok((embeddings, texts))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use rand::rngs::StdRng;
     use rand::{RngExt, SeedableRng};
+
+    #[test]
+    fn a_memory_extended_write_by_write_is_the_memory_built_at_once() {
+        let (texts, graphs) = crate::graph::build::growing_graphs(60);
+        let mut rng = StdRng::seed_from_u64(4);
+        let vectors = crate::graph::synthetic::unit_embeddings(texts.len(), &mut rng);
+        let episodes: Vec<Episode> = texts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| Episode {
+                conversation: "c".into(),
+                session: 1,
+                turn_id: i.to_string(),
+                position: i as u32,
+                speaker: "user".into(),
+                text: t.clone(),
+                image_caption: None,
+                timestamp: chrono::DateTime::from_timestamp(1_683_504_000 + 3_600 * i as i64, 0),
+                embedding: vectors[i * EMBEDDING_DIM..(i + 1) * EMBEDDING_DIM].to_vec(),
+            })
+            .collect();
+        let config = RetrieveConfig::default();
+        let mut memory: Option<Memory> = None;
+        for (k, graph) in graphs.iter().enumerate() {
+            let n = graph.episode_count();
+            let grown = match &memory {
+                None => Memory::new("c", episodes[..n].to_vec(), graph.clone(), config.clone()),
+                Some(m) => m.extend(episodes[m.episodes().len()..n].to_vec(), graph.clone()),
+            }
+            .unwrap();
+            let whole = Memory::new("c", episodes[..n].to_vec(), graph.clone(), config.clone()).unwrap();
+            assert_eq!(grown.episodes, whole.episodes, "write {k}");
+            assert_eq!(grown.graph, whole.graph, "write {k}");
+            assert_eq!(grown.embeddings, whole.embeddings, "write {k}");
+            assert_eq!(grown.bm25, whole.bm25, "write {k}");
+            assert_eq!(grown.concept_episodes, whole.concept_episodes, "write {k}");
+            assert_eq!((&grown.turns, &grown.turn_nodes), (&whole.turns, &whole.turn_nodes), "write {k}");
+            assert_eq!((&grown.age, &grown.importance), (&whole.age, &whole.importance), "write {k}");
+            memory = Some(grown);
+        }
+        assert_eq!(memory.map(|m| m.episodes.len()), Some(60));
+    }
 
     #[test]
     fn a_scan_split_across_threads_gives_each_row_its_dot_product() {

@@ -17,6 +17,7 @@
 //! Owns scopes, memory ids, the write path of the API and the in-memory index of every scope.
 //! Must not parse HTTP or JSON-RPC (that is `serve::http`) nor rank (that is `retrieve`).
 
+pub mod growth;
 pub mod http;
 pub mod load;
 pub mod mcp;
@@ -35,6 +36,7 @@ use crate::config::Config;
 use crate::conversation::{PASSAGE_MARK, SourceFormat, turn_of};
 use crate::embed::{EMBEDDING_DIM, Embedder};
 use crate::error::{Error, Result};
+use crate::graph::build::LabelEmbedder;
 use crate::graph::{GraphBuilder, labels_of};
 use crate::ingest::pipeline::stored_memory;
 use crate::retrieve::engine::{Choice, choose};
@@ -299,7 +301,7 @@ impl Service {
             if c.format != SourceFormat::Api.as_str() {
                 continue;
             }
-            let memory = stored_memory(&store, &c.id, &config.retrieve).await?;
+            let memory = stored_memory(&store, &c.id, &config).await?;
             for e in memory.episodes().iter().filter(|e| turn_of(&e.turn_id) == e.turn_id) {
                 ids.insert(e.turn_id.clone(), c.id.clone());
             }
@@ -414,6 +416,13 @@ impl Service {
             .unwrap_or_default())
     }
 
+    /// Episodes (passages) in a scope's memory: more than its memories where long messages
+    /// were cut (an unknown scope has none).
+    pub async fn scope_episodes(&self, scope: &Scope) -> Result<usize> {
+        let key = scope.key()?;
+        Ok(self.inner.scopes.read().await.get(&key).map_or(0, |m| m.episodes().len()))
+    }
+
     /// Deletes one memory: from the stored episodes (compacted, old versions purged), the
     /// lexical index, the embeddings, the graph of its scope and the GPU buffers; the history
     /// records it.
@@ -440,19 +449,47 @@ impl Service {
     }
 }
 
-/// A scope a group of writes changes: its episodes after the group, how many of them at the
-/// front are stored already, and whether a deletion means it must be written anew.
+/// A scope a group of writes changes: its memory as committed, the episodes after the group
+/// (only the new ones until a deletion needs them all), how many of them the store holds, and
+/// whether a deletion means it must be written anew.
 struct Pending {
+    base: Option<Arc<Memory>>,
     episodes: Vec<Episode>,
+    /// `episodes` holds every episode of the scope, not only the new ones.
+    whole: bool,
     stored: usize,
     rewrite: bool,
 }
 
-/// A scope built after a group of writes: its new memory (`None`: now empty), the builder that
-/// made its graph, and the episodes to append to the store.
+impl Pending {
+    /// Episodes of the scope after the group so far.
+    fn len(&self) -> usize {
+        if self.whole { self.episodes.len() } else { self.stored + self.episodes.len() }
+    }
+
+    /// Every episode of the scope, the committed ones copied in first (what a deletion needs).
+    fn whole(&mut self) -> &mut Vec<Episode> {
+        if !self.whole {
+            let mut all = self.base.as_ref().map(|m| m.episodes().to_vec()).unwrap_or_default();
+            all.append(&mut self.episodes);
+            self.episodes = all;
+            self.whole = true;
+        }
+        &mut self.episodes
+    }
+
+    /// The episodes the group added (for a scope no deletion touched).
+    fn added(&self) -> &[Episode] {
+        if self.whole { &self.episodes[self.stored..] } else { &self.episodes }
+    }
+}
+
+/// A scope built after a group of writes: its new memory (`None`: now empty), its memory as
+/// committed before, the builder that made its graph, and the episodes to append to the store.
 struct Built {
     key: String,
     memory: Option<Memory>,
+    base: Option<Arc<Memory>>,
     builder: Option<GraphBuilder>,
     stored: usize,
     rewrite: bool,
@@ -491,6 +528,7 @@ impl Inner {
                 _ => Vec::new(),
             })
             .collect();
+        let t_embed = std::time::Instant::now();
         let (spans, vectors) = if texts.is_empty() {
             (Vec::new(), Vec::new())
         } else {
@@ -514,6 +552,7 @@ impl Inner {
                 }
             }
         };
+        let embed_ms = t_embed.elapsed().as_secs_f64() * 1e3;
         let mut spans = spans.into_iter();
         let mut vectors = vectors.chunks_exact(EMBEDDING_DIM);
         let now = Utc::now();
@@ -538,11 +577,12 @@ impl Inner {
                         group_ids.insert(id.clone(), Some(key.clone()));
                         let from = p.episodes.len();
                         for (k, r) in spans.next().unwrap_or_default().into_iter().enumerate() {
+                            let position = p.len() as u32;
                             p.episodes.push(Episode {
                                 conversation: key.clone(),
                                 session: 1,
                                 turn_id: if k == 0 { id.clone() } else { format!("{id}{PASSAGE_MARK}{k}") },
-                                position: p.episodes.len() as u32,
+                                position,
                                 speaker: m.role.clone(),
                                 text: m.content[r].to_string(),
                                 image_caption: None,
@@ -564,12 +604,13 @@ impl Inner {
                         continue;
                     };
                     let p = self.pending(&mut touched, &key).await;
-                    let Some(at) = p.episodes.iter().position(|e| e.turn_id == id) else {
+                    let episodes = p.whole();
+                    let Some(at) = episodes.iter().position(|e| e.turn_id == id) else {
                         let _ = job.reply.send(Err(unknown(&id)));
                         continue;
                     };
-                    let n = passages_at(&p.episodes, at).len();
-                    let removed: Vec<Episode> = p.episodes.drain(at..at + n).collect();
+                    let n = passages_at(episodes, at).len();
+                    let removed: Vec<Episode> = episodes.drain(at..at + n).collect();
                     events.extend(removed.first().map(deletion));
                     p.rewrite = true;
                     group_ids.insert(id, None);
@@ -578,7 +619,7 @@ impl Inner {
                 Change::DeleteAll { key } => {
                     let p = self.pending(&mut touched, &key).await;
                     let mut n = 0;
-                    for e in p.episodes.drain(..).filter(|e| turn_of(&e.turn_id) == e.turn_id) {
+                    for e in p.whole().drain(..).filter(|e| turn_of(&e.turn_id) == e.turn_id) {
                         group_ids.insert(e.turn_id.clone(), None);
                         events.push(deletion(&e));
                         n += 1;
@@ -601,13 +642,20 @@ impl Inner {
             })
             .collect();
         let inner = self.clone();
+        let t_build = std::time::Instant::now();
         let built = match cpu(move || {
             use rayon::prelude::*;
             work.into_par_iter().map(|(key, p, builder)| inner.build_scope(key, p, builder)).collect::<Result<Vec<_>>>()
         })
         .await
         {
-            Ok(built) => self.store_group(built, &events).await,
+            Ok(built) => {
+                let build_ms = t_build.elapsed().as_secs_f64() * 1e3;
+                let t_store = std::time::Instant::now();
+                let stored = self.store_group(built, &events).await;
+                tracing::debug!(embed_ms, build_ms, store_ms = t_store.elapsed().as_secs_f64() * 1e3, "commit");
+                stored
+            }
             Err(e) => Err(e),
         };
         let built = match built {
@@ -658,42 +706,73 @@ impl Inner {
     /// The pending state of scope `key` in this group, from its committed state.
     async fn pending<'a>(&self, touched: &'a mut BTreeMap<String, Pending>, key: &str) -> &'a mut Pending {
         if !touched.contains_key(key) {
-            let episodes = self.scopes.read().await.get(key).map(|m| m.episodes().to_vec()).unwrap_or_default();
-            let stored = episodes.len();
-            touched.insert(key.to_string(), Pending { episodes, stored, rewrite: false });
+            let base = self.scopes.read().await.get(key).cloned();
+            let stored = base.as_ref().map_or(0, |m| m.episodes().len());
+            touched
+                .insert(key.to_string(), Pending { base, episodes: Vec::new(), whole: false, stored, rewrite: false });
         }
         touched.get_mut(key).expect("inserted above")
     }
 
     /// The memory of a scope after a group: its builder takes the new episodes (all of them,
-    /// on a fresh builder, when the scope has none or lost episodes).
+    /// on a fresh builder, when the scope has none or lost episodes), and its memory grows by
+    /// them ([`Memory::extend`]) unless it lost some.
     fn build_scope(&self, key: String, mut p: Pending, builder: Option<GraphBuilder>) -> Result<Built> {
-        let done = |memory, builder| Built { key: key.clone(), memory, builder, stored: p.stored, rewrite: p.rewrite };
-        if p.episodes.is_empty() {
+        let (stored, rewrite, base) = (p.stored, p.rewrite, p.base.clone());
+        let done = |memory, builder| Built { key: key.clone(), memory, base: base.clone(), builder, stored, rewrite };
+        if p.len() == 0 {
             return Ok(done(None, None));
         }
-        if p.rewrite {
-            for (i, e) in p.episodes.iter_mut().enumerate() {
+        let mut embed = |labels: &[String]| self.embed_labels(labels);
+        if rewrite {
+            let episodes = p.whole();
+            for (i, e) in episodes.iter_mut().enumerate() {
                 e.position = i as u32;
             }
+            let mut builder = self.fresh_builder(episodes.iter(), &mut embed)?;
+            for e in episodes.iter() {
+                builder.push_episode(&e.embedding_text(), e.timestamp, &mut embed)?;
+            }
+            let graph = builder.clone().finish(&mut embed)?;
+            let memory = Memory::new(&key, std::mem::take(episodes), graph, self.config.retrieve.clone())?;
+            return Ok(done(Some(memory), Some(builder)));
         }
-        let mut embed = |labels: &[String]| self.embed_labels(labels);
-        let (mut builder, from) = match builder {
-            Some(b) => (b, p.stored),
+        let added = p.added();
+        let mut builder = match builder {
+            Some(b) => b,
             None => {
-                // A fresh builder: its labels in one embedding pass, not one per window.
-                let texts: Vec<String> = p.episodes.iter().map(|e| e.embedding_text()).collect();
-                let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-                embed(&labels_of(&refs, &self.config.graph))?;
-                (GraphBuilder::new(self.config.graph.clone())?, 0)
+                // The first write to a scope since the service opened: its builder takes the
+                // committed episodes first.
+                let committed = base.as_ref().map_or(&[][..], |m| m.episodes());
+                let mut b = self.fresh_builder(committed.iter().chain(added), &mut embed)?;
+                for e in committed {
+                    b.push_episode(&e.embedding_text(), e.timestamp, &mut embed)?;
+                }
+                b
             }
         };
-        for e in &p.episodes[from..] {
+        for e in added {
             builder.push_episode(&e.embedding_text(), e.timestamp, &mut embed)?;
         }
         let graph = builder.clone().finish(&mut embed)?;
-        let memory = Memory::new(&key, std::mem::take(&mut p.episodes), graph, self.config.retrieve.clone())?;
+        let memory = match &base {
+            Some(m) => m.extend(added.to_vec(), graph)?,
+            None => Memory::new(&key, added.to_vec(), graph, self.config.retrieve.clone())?,
+        };
         Ok(done(Some(memory), Some(builder)))
+    }
+
+    /// An empty builder for `episodes`, with the labels they will ask for embedded in one pass
+    /// (not one per window).
+    fn fresh_builder<'e>(
+        &self,
+        episodes: impl Iterator<Item = &'e Episode>,
+        embed: &mut LabelEmbedder<'_>,
+    ) -> Result<GraphBuilder> {
+        let texts: Vec<String> = episodes.map(|e| e.embedding_text()).collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        embed(&labels_of(&refs, &self.config.graph))?;
+        GraphBuilder::new(self.config.graph.clone())
     }
 
     /// Writes a group's scopes and `events` in one store transaction: new episodes appended
@@ -714,9 +793,18 @@ impl Inner {
         txn.append_episode_rows(&rows).await?;
         let ids: Vec<Vec<&str>> =
             live.iter().map(|(_, m)| m.episodes().iter().map(|e| e.turn_id.as_str()).collect()).collect();
-        let graphs: Vec<(&str, &crate::graph::Graph, &[&str])> =
-            live.iter().zip(&ids).map(|((b, m), ids)| (b.key.as_str(), m.graph(), ids.as_slice())).collect();
-        txn.put_graphs(&graphs).await?;
+        // A scope that only grew rewrites the graph rows that changed; one written anew, or
+        // new, is written whole.
+        let mut grown: Vec<(&str, &crate::graph::Graph, &crate::graph::Graph, &[&str])> = Vec::new();
+        let mut whole: Vec<(&str, &crate::graph::Graph, &[&str])> = Vec::new();
+        for ((b, m), ids) in live.iter().zip(&ids) {
+            match (&b.base, b.rewrite) {
+                (Some(old), false) => grown.push((b.key.as_str(), old.graph(), m.graph(), ids.as_slice())),
+                _ => whole.push((b.key.as_str(), m.graph(), ids.as_slice())),
+            }
+        }
+        txn.update_graphs(&grown).await?;
+        txn.put_graphs(&whole).await?;
         let now = Utc::now();
         let summaries: Vec<ConversationSummary> = live
             .iter()
