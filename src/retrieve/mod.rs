@@ -485,8 +485,11 @@ impl Memory {
         // A concept's embedding moves when a mention merges into it; its label never changes.
         for (id, node) in graph.nodes[..kept].iter().enumerate() {
             if let NodeRef::Concept(c) = *node {
-                embeddings[id * EMBEDDING_DIM..(id + 1) * EMBEDDING_DIM]
-                    .copy_from_slice(&graph.concepts[c as usize].embedding);
+                let v = &graph.concepts[c as usize].embedding;
+                if v.len() != EMBEDDING_DIM {
+                    return Err(no_embedding(&self.conversation, id));
+                }
+                embeddings[id * EMBEDDING_DIM..(id + 1) * EMBEDDING_DIM].copy_from_slice(v);
             }
         }
         embeddings.extend_from_slice(&fresh);
@@ -1432,6 +1435,11 @@ fn dots_into(rows: &[f32], query: &[f32], out: &mut [f32]) {
     }
 }
 
+/// The error for a node whose embedding is not `EMBEDDING_DIM` values.
+fn no_embedding(conversation: &str, node: usize) -> Error {
+    Error::InvalidArgument(format!("node {node} of '{conversation}' has no {EMBEDDING_DIM}-d embedding"))
+}
+
 /// The embeddings (`EMBEDDING_DIM` values each) and indexed texts of `graph`'s nodes from
 /// `from` on: an episode's from `episodes`, a concept's its own.
 fn node_rows(conversation: &str, episodes: &[Episode], graph: &Graph, from: usize) -> Result<(Vec<f32>, Vec<String>)> {
@@ -1450,10 +1458,7 @@ fn node_rows(conversation: &str, episodes: &[Episode], graph: &Graph, from: usiz
             }
         };
         if v.len() != EMBEDDING_DIM {
-            return Err(Error::InvalidArgument(format!(
-                "node {} of '{conversation}' has no {EMBEDDING_DIM}-d embedding",
-                from + i
-            )));
+            return Err(no_embedding(conversation, from + i));
         }
         embeddings.extend_from_slice(v);
         texts.push(text);
