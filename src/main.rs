@@ -1679,8 +1679,7 @@ async fn real_workload(
     let mut queries = Vec::new();
     let mut analyzer = Analyzer::new()?;
     for c in store.conversations().await? {
-        let Some(mut graph) = store.graph(&c.id).await? else { continue };
-        graph.rank(config.graph.pagerank_damping);
+        let Some(graph) = myelin::ingest::pipeline::stored_graph(&store, &c.id, config).await? else { continue };
         let m = memories.len();
         memories.push(Memory::new(&c.id, store.episodes(&c.id).await?, graph, config.retrieve.clone())?);
         for q in store.questions(&c.id).await? {

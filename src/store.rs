@@ -652,7 +652,8 @@ fn check_foreign(root: &Path) -> Result<()> {
     Ok(())
 }
 
-fn dir_size(root: &Path) -> Result<u64> {
+/// Bytes of every file under `root` (0 when it does not exist).
+pub fn dir_size(root: &Path) -> Result<u64> {
     let mut total = 0;
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
@@ -786,7 +787,7 @@ struct GraphDiff {
 
 impl GraphDiff {
     fn of(old: &Graph, new: &Graph) -> GraphDiff {
-        let kept = old.nodes.iter().zip(&new.nodes).take_while(|(a, b)| a == b).count() as u32;
+        let kept = old.shared_nodes(new) as u32;
         let mut nodes: Vec<u32> = (0..kept)
             .filter(|&i| match new.nodes[i as usize] {
                 NodeRef::Concept(c) => old.concepts[c as usize] != new.concepts[c as usize],

@@ -116,6 +116,13 @@ impl Graph {
         self.pagerank = rank.iter().map(|p| if max > 0.0 { (p / max) as f32 } else { 0.0 }).collect();
     }
 
+    /// How many first nodes this graph and `other` share (ids `0..n` are the same nodes in
+    /// both): a later version of a growing graph keeps the earlier one's nodes, up to the
+    /// concepts of the window it consolidated last.
+    pub fn shared_nodes(&self, other: &Graph) -> usize {
+        self.nodes.iter().zip(&other.nodes).take_while(|(a, b)| a == b).count()
+    }
+
     /// Number of nodes.
     pub fn node_count(&self) -> usize {
         self.nodes.len()

@@ -292,16 +292,25 @@ pub fn graph_of(
 /// queries with `config`. A conversation without a graph is an error that says what to do.
 pub async fn stored_memory(store: &Store, conversation: &str, config: &Config) -> Result<Memory> {
     let episodes = store.episodes(conversation).await?;
-    let mut graph = store.graph(conversation).await?.ok_or_else(|| {
+    let graph = stored_graph(store, conversation, config).await?.ok_or_else(|| {
         Error::InvalidArgument(format!(
             "conversation '{conversation}' has no memory graph (written by an older version): \
              ingest its source again, or run `myelin eval` on it"
         ))
     })?;
-    // The serving API rewrites only the graph rows a write changed; PageRank is derived from
-    // the edges (for an ingested graph: the stored values, to the bit).
-    graph.rank(config.graph.pagerank_damping);
     Memory::new(conversation, episodes, graph, config.retrieve.clone())
+}
+
+/// A stored conversation's graph (`None`: none was built), its PageRank derived from the
+/// stored edges with `config.graph.pagerank_damping`: the serving API rewrites only the graph
+/// rows a write changed, so the stored column can be older than the edges (for an ingested
+/// graph the derived values are the stored ones, to the bit).
+pub async fn stored_graph(store: &Store, conversation: &str, config: &Config) -> Result<Option<Graph>> {
+    let mut graph = store.graph(conversation).await?;
+    if let Some(g) = &mut graph {
+        g.rank(config.graph.pagerank_damping);
+    }
+    Ok(graph)
 }
 
 /// `conversation` with every turn longer than `max_pieces` word pieces cut into passages

@@ -93,6 +93,11 @@ impl Bm25Index {
                 self.postings[id as usize].push((d, tf));
             }
         }
+        self.normalise();
+    }
+
+    /// Sets every document's length normaliser from the average length of those held.
+    fn normalise(&mut self) {
         let (k1, b) = (self.k1, self.b);
         let total: u64 = self.lengths.iter().map(|&l| l as u64).sum();
         let avgdl = if self.lengths.is_empty() {
@@ -119,7 +124,7 @@ impl Bm25Index {
             list.truncate(keep);
         }
         self.lengths.truncate(docs);
-        self.extend(&[]);
+        self.normalise();
     }
 
     /// Number of documents.

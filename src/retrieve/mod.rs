@@ -478,7 +478,7 @@ impl Memory {
         episodes.extend_from_slice(&self.episodes);
         episodes.extend(added);
         graph.check(&self.conversation, episodes.len())?;
-        let kept = self.graph.nodes.iter().zip(&graph.nodes).take_while(|(a, b)| a == b).count();
+        let kept = self.graph.shared_nodes(&graph);
         let (fresh, texts) = node_rows(&self.conversation, &episodes, &graph, kept)?;
         let mut embeddings = Vec::with_capacity(graph.node_count() * EMBEDDING_DIM);
         embeddings.extend_from_slice(&self.embeddings[..kept * EMBEDDING_DIM]);

@@ -125,7 +125,7 @@ pub async fn run(root: &Path, config: &Config, texts: &[String], options: &Growt
             p95_ms: percentile(&times, 0.95),
             max_ms: times.last().copied().unwrap_or(0.0),
             after_restart_ms,
-            store_bytes: directory_bytes(root),
+            store_bytes: crate::store::dir_size(root)?,
             fill_seconds,
         });
     }
@@ -135,19 +135,6 @@ pub async fn run(root: &Path, config: &Config, texts: &[String], options: &Growt
         return Err(Error::Batch(format!("write-bench added {memories} memories and the scope lists {listed}")));
     }
     Ok(rows)
-}
-
-/// Bytes of every file under `dir`.
-fn directory_bytes(dir: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
-    entries
-        .flatten()
-        .map(|e| match e.file_type() {
-            Ok(t) if t.is_dir() => directory_bytes(&e.path()),
-            Ok(_) => e.metadata().map(|m| m.len()).unwrap_or(0),
-            Err(_) => 0,
-        })
-        .sum()
 }
 
 #[cfg(test)]

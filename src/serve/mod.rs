@@ -729,10 +729,7 @@ impl Inner {
             for (i, e) in episodes.iter_mut().enumerate() {
                 e.position = i as u32;
             }
-            let mut builder = self.fresh_builder(episodes.iter(), &mut embed)?;
-            for e in episodes.iter() {
-                builder.push_episode(&e.embedding_text(), e.timestamp, &mut embed)?;
-            }
+            let builder = self.fresh_builder(episodes, &[], &mut embed)?;
             let graph = builder.clone().finish(&mut embed)?;
             let memory = Memory::new(&key, std::mem::take(episodes), graph, self.config.retrieve.clone())?;
             return Ok(done(Some(memory), Some(builder)));
@@ -744,11 +741,7 @@ impl Inner {
                 // The first write to a scope since the service opened: its builder takes the
                 // committed episodes first.
                 let committed = base.as_ref().map_or(&[][..], |m| m.episodes());
-                let mut b = self.fresh_builder(committed.iter().chain(added), &mut embed)?;
-                for e in committed {
-                    b.push_episode(&e.embedding_text(), e.timestamp, &mut embed)?;
-                }
-                b
+                self.fresh_builder(committed, added, &mut embed)?
             }
         };
         for e in added {
@@ -762,17 +755,22 @@ impl Inner {
         Ok(done(Some(memory), Some(builder)))
     }
 
-    /// An empty builder for `episodes`, with the labels they will ask for embedded in one pass
-    /// (not one per window).
-    fn fresh_builder<'e>(
+    /// A fresh builder that has taken `episodes`, the labels they and `later` (the episodes
+    /// it will take next) ask for embedded first in one pass, not one per window.
+    fn fresh_builder(
         &self,
-        episodes: impl Iterator<Item = &'e Episode>,
+        episodes: &[Episode],
+        later: &[Episode],
         embed: &mut LabelEmbedder<'_>,
     ) -> Result<GraphBuilder> {
-        let texts: Vec<String> = episodes.map(|e| e.embedding_text()).collect();
+        let texts: Vec<String> = episodes.iter().chain(later).map(|e| e.embedding_text()).collect();
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         embed(&labels_of(&refs, &self.config.graph))?;
-        GraphBuilder::new(self.config.graph.clone())
+        let mut builder = GraphBuilder::new(self.config.graph.clone())?;
+        for (e, text) in episodes.iter().zip(&texts) {
+            builder.push_episode(text, e.timestamp, embed)?;
+        }
+        Ok(builder)
     }
 
     /// Writes a group's scopes and `events` in one store transaction: new episodes appended
