@@ -46,11 +46,30 @@ pub struct ServeConfig {
     /// of every scope it touches; the replaced rows stay on disk until a compaction rewrites
     /// the files that hold them and purges the old versions (a deletion compacts at once).
     pub compact_every: usize,
+    /// Most bytes of message text one add may carry, all its messages together (default
+    /// 512 KiB). Embedding runs at about 10 KB/s a core on long text, so the default admits an
+    /// add of about a minute on two cores; a larger one is refused at once (HTTP 413) rather
+    /// than held for minutes.
+    pub max_add_bytes: usize,
+    /// Most writes waiting for the writer (default 1024); one more is refused at once (HTTP 503
+    /// with `Retry-After`) instead of queueing without bound.
+    pub write_queue: usize,
+    /// How often a read-only service looks for writes another process committed, in
+    /// milliseconds (default 500); a new commit reloads the scopes it changed.
+    pub reload_ms: u64,
 }
 
 impl Default for ServeConfig {
     fn default() -> Self {
-        ServeConfig { max_batch: 64, max_write_batch: 256, label_cache: 100_000, compact_every: 64 }
+        ServeConfig {
+            max_batch: 64,
+            max_write_batch: 256,
+            label_cache: 100_000,
+            compact_every: 64,
+            max_add_bytes: 512 << 10,
+            write_queue: 1024,
+            reload_ms: 500,
+        }
     }
 }
 
@@ -62,6 +81,9 @@ impl ServeConfig {
             ("max_write_batch", self.max_write_batch),
             ("label_cache", self.label_cache),
             ("compact_every", self.compact_every),
+            ("max_add_bytes", self.max_add_bytes),
+            ("write_queue", self.write_queue),
+            ("reload_ms", self.reload_ms as usize),
         ] {
             if v == 0 {
                 return Err(Error::InvalidArgument(format!("serve.{name} must be at least 1")));

@@ -126,7 +126,7 @@ fn check_model_dir(dir: &Path) -> Result<()> {
 
 /// all-MiniLM-L6-v2 loaded and ready: thread-safe, cheap to share behind an `Arc`.
 pub struct Embedder {
-    model: BertModel,
+    model: std::sync::Arc<BertModel>,
     tokenizer: Tokenizer,
     /// The same tokenizer without truncation, with offsets: cuts long texts into passages.
     splitter: Tokenizer,
@@ -196,12 +196,40 @@ impl Embedder {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n,
         };
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("myelin-embed-{i}"))
-            .build()
-            .map_err(|e| Error::Model(format!("cannot start {threads} embedding threads: {e}")))?;
-        Ok(Embedder { model, tokenizer, splitter, device, batch_size: config.batch_size, dir, pool })
+        let pool = thread_pool(threads, "myelin-embed", None)?;
+        Ok(Embedder {
+            model: std::sync::Arc::new(model),
+            tokenizer,
+            splitter,
+            device,
+            batch_size: config.batch_size,
+            dir,
+            pool,
+        })
+    }
+
+    /// The same model (its weights shared, not copied) on a pool of its own whose threads yield
+    /// the cores to every other thread of the process: on Linux they run at nice
+    /// [`BACKGROUND_NICE`], so that the scheduler gives a foreground thread about 98% of a core
+    /// they compete for. The serving API's writer embeds with it, so a long message never makes
+    /// a search wait (measured: README, Serving). Elsewhere the threads run as any other.
+    pub fn background(&self) -> Result<Embedder> {
+        let threads = self.threads();
+        Ok(Embedder {
+            model: self.model.clone(),
+            tokenizer: self.tokenizer.clone(),
+            splitter: self.splitter.clone(),
+            device: self.device.clone(),
+            batch_size: self.batch_size,
+            dir: self.dir.clone(),
+            pool: thread_pool(threads, "myelin-embed-bg", Some(BACKGROUND_NICE))?,
+        })
+    }
+
+    /// Runs `f` on this embedder's threads (at their priority); rayon work inside it, and
+    /// embedding, stays on them.
+    pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        self.pool.install(f)
     }
 
     /// Batches embedded in parallel (the size of the embedder's thread pool).
@@ -218,6 +246,11 @@ impl Embedder {
     /// unit length. Texts are tokenised once, sorted by length and batched, so a batch pads
     /// to a length close to its longest text.
     pub fn embed<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Result<Vec<f32>> {
+        // Tokenising (parallel inside `tokenizers`) runs on the pool too, at its priority.
+        self.pool.install(|| self.embed_here(texts))
+    }
+
+    fn embed_here<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Result<Vec<f32>> {
         let inputs: Vec<&str> = texts.iter().map(|t| t.as_ref()).collect();
         let encodings = self.tokenizer.encode_batch_fast(inputs, true).map_err(|e| Error::Tokenizer(e.to_string()))?;
         let mut order: Vec<usize> = (0..encodings.len()).collect();
@@ -231,15 +264,13 @@ impl Embedder {
         // threads rather than leave a thread idle beside one full batch.
         let size = self.batch_size.min(order.len().div_ceil(self.threads()).max(1));
         let batches: Vec<&[usize]> = order.chunks(size).collect();
-        let pooled: Vec<Vec<f32>> = self.pool.install(|| {
-            batches
-                .par_iter()
-                .map(|chunk| {
-                    let seqs: Vec<&[u32]> = chunk.iter().map(|&i| encodings[i].get_ids()).collect();
-                    self.forward_batch(&seqs)
-                })
-                .collect::<Result<Vec<_>>>()
-        })?;
+        let pooled: Vec<Vec<f32>> = batches
+            .par_iter()
+            .map(|chunk| {
+                let seqs: Vec<&[u32]> = chunk.iter().map(|&i| encodings[i].get_ids()).collect();
+                self.forward_batch(&seqs)
+            })
+            .collect::<Result<Vec<_>>>()?;
         let mut out = vec![0f32; texts.len() * EMBEDDING_DIM];
         for (chunk, rows) in batches.iter().zip(&pooled) {
             for (row, &i) in chunk.iter().enumerate() {
@@ -365,6 +396,31 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
     (dot / (na.sqrt() * nb.sqrt())) as f32
 }
 
+/// Niceness of a [`Embedder::background`] pool's threads (Linux): the lowest priority.
+pub const BACKGROUND_NICE: i32 = 19;
+
+/// A pool of `threads` named `name-<i>`, each at niceness `nice` where given (Linux only: there a
+/// thread's niceness is its own; elsewhere `setpriority` would change the whole process).
+fn thread_pool(threads: usize, name: &'static str, nice: Option<i32>) -> Result<rayon::ThreadPool> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(move |i| format!("{name}-{i}"))
+        .start_handler(move |_| {
+            #[cfg(target_os = "linux")]
+            if let Some(nice) = nice {
+                // SAFETY: setpriority reads no memory of ours; who = 0 is the calling thread.
+                let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) };
+                if rc != 0 {
+                    tracing::warn!("cannot lower the priority of {name}: {}", std::io::Error::last_os_error());
+                }
+            }
+            #[cfg(not(target_os = "linux"))]
+            let _ = nice;
+        })
+        .build()
+        .map_err(|e| Error::Model(format!("cannot start {threads} embedding threads: {e}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -385,6 +441,22 @@ mod tests {
         assert!(err.contains("model.safetensors"), "{err}");
         assert!(err.contains("tokenizer.json"), "{err}");
         assert!(err.contains("scripts/fetch-model.sh"), "{err}");
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_background_embedder_shares_the_weights_and_runs_at_the_lowest_priority() {
+        let fg = Embedder::load(&EmbedConfig::default()).expect("model (scripts/fetch-model.sh)");
+        let bg = fg.background().expect("background pool");
+        let nice = |e: &Embedder| {
+            // SAFETY: getpriority reads no memory of ours; who = 0 is the calling thread.
+            e.install(|| unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) })
+        };
+        assert_eq!(nice(&bg), BACKGROUND_NICE);
+        assert_eq!(nice(&fg), 0);
+        assert!(std::sync::Arc::ptr_eq(&fg.model, &bg.model), "weights are shared");
+        let texts = ["the beagle mix barks", "Maya paints on Sundays"];
+        assert_eq!(fg.embed(&texts).expect("fg"), bg.embed(&texts).expect("bg"), "the same vectors, to the bit");
     }
 
     #[test]

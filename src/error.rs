@@ -59,6 +59,17 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// Another writer holds the store (see `store::Writer`).
+    #[error(
+        "store {path} is being written by another process: {holder}; stop it first, or read the store \
+         without writing (query, stats, eval of stored conversations, serve --read-only)"
+    )]
+    Locked {
+        /// The store directory.
+        path: PathBuf,
+        /// Who holds it: pid, command line and since when, as the holder wrote them.
+        holder: String,
+    },
     /// The GPU backend failed: no adapter, a device error, a limit exceeded.
     #[error("gpu: {0}")]
     Gpu(String),
@@ -68,6 +79,22 @@ pub enum Error {
     /// A memory or scope the caller named does not exist.
     #[error("{0}")]
     NotFound(String),
+    /// The service was opened read-only (`serve --read-only`) and was asked to write.
+    #[error("store {path} is open read-only here; write through the process that writes it")]
+    ReadOnly {
+        /// The store directory.
+        path: PathBuf,
+    },
+    /// A request larger than a limit allows; the message names the limit and its setting.
+    #[error("{0}")]
+    TooLarge(String),
+    /// The service cannot take the request now (its write queue is full); retrying later
+    /// can succeed.
+    #[error("{0}")]
+    Busy(String),
+    /// The disk under the store is full: nothing of the write was kept.
+    #[error("{0}")]
+    DiskFull(String),
     /// A failure shared by every request of a batch the serving API ran together (the
     /// embedder, a store write): each request of the batch gets it.
     #[error("{0}")]
@@ -81,6 +108,22 @@ impl Error {
     /// An I/O error on `path`.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io { path: path.into(), source }
+    }
+
+    /// Whether this failure is a full disk: ENOSPC anywhere in its chain of causes, or in the
+    /// text of a cause that carries it only as text (Lance's object store does).
+    pub fn is_disk_full(&self) -> bool {
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(e) = cause {
+            if let Some(io) = e.downcast_ref::<std::io::Error>()
+                && (io.kind() == std::io::ErrorKind::StorageFull || io.raw_os_error() == Some(28))
+            {
+                return true;
+            }
+            cause = e.source();
+        }
+        let text = self.to_string();
+        text.contains("No space left on device") || text.contains("os error 28")
     }
 
     /// A format error in `path` at `place`.

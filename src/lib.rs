@@ -12,6 +12,7 @@ pub mod conversation;
 pub mod embed;
 pub mod error;
 pub mod eval;
+pub mod fault;
 pub mod gnn;
 pub mod gpu;
 pub mod graph;

@@ -130,6 +130,10 @@ enum Command {
         /// Largest request body, bytes.
         #[arg(long, default_value_t = myelin::serve::http::DEFAULT_BODY_LIMIT)]
         max_body_bytes: usize,
+        /// Open the store without writing it: searches, lists and history, following the commits
+        /// of the process that writes it; adds and deletions answer 403.
+        #[arg(long)]
+        read_only: bool,
         #[command(flatten)]
         serving: ServeFlags,
         #[command(flatten)]
@@ -161,6 +165,10 @@ enum Command {
         /// from when each request was due). Default: closed loop, as fast as answered.
         #[arg(long)]
         rate: Option<f64>,
+        /// One more client that adds messages of this many bytes of the file's text, one after
+        /// another; searches answered meanwhile are reported apart.
+        #[arg(long)]
+        large_add: Option<usize>,
         /// File holding the server's bearer token.
         #[arg(long)]
         token_file: Option<PathBuf>,
@@ -197,6 +205,9 @@ enum Command {
     /// Serve the store to agent clients over the Model Context Protocol on stdio: tools
     /// add_memory, search_memory, list_memories, delete_memory.
     Mcp {
+        /// Open the store without writing it (as `serve --read-only`): add and delete tools fail.
+        #[arg(long)]
+        read_only: bool,
         #[command(flatten)]
         serving: ServeFlags,
         #[command(flatten)]
@@ -509,6 +520,15 @@ struct ServeFlags {
     /// Commits between two compactions of the store [config serve.compact_every, default 64]
     #[arg(long)]
     compact_every: Option<usize>,
+    /// Most bytes of message text one add may carry [config serve.max_add_bytes, default 524288]
+    #[arg(long)]
+    max_add_bytes: Option<usize>,
+    /// Most writes waiting for the writer; more get 503 [config serve.write_queue, default 1024]
+    #[arg(long)]
+    write_queue: Option<usize>,
+    /// With --read-only: how often to look for the writer's commits, ms [config serve.reload_ms, default 500]
+    #[arg(long)]
+    reload_ms: Option<u64>,
 }
 
 impl ServeFlags {
@@ -519,10 +539,15 @@ impl ServeFlags {
             (self.max_write_batch, &mut s.max_write_batch),
             (self.label_cache, &mut s.label_cache),
             (self.compact_every, &mut s.compact_every),
+            (self.max_add_bytes, &mut s.max_add_bytes),
+            (self.write_queue, &mut s.write_queue),
         ] {
             if let Some(v) = flag {
                 *target = v;
             }
+        }
+        if let Some(v) = self.reload_ms {
+            s.reload_ms = v;
         }
         s.validate()?;
         Ok(())
@@ -582,6 +607,13 @@ fn main() -> ExitCode {
         // SAFETY: first statement of main, the process is single-threaded.
         unsafe { std::env::set_var("CANDLE_NUM_THREADS", "1") };
     }
+    // Mesa's Vulkan device-select layer connects to a Wayland display to order the adapters,
+    // and without one prints "error: XDG_RUNTIME_DIR is invalid or not set" twice at every
+    // start. The GPU module picks its adapter itself, so the layer is switched off.
+    if std::env::var_os("NODEVICE_SELECT").is_none() {
+        // SAFETY: as above, no other thread exists yet.
+        unsafe { std::env::set_var("NODEVICE_SELECT", "1") };
+    }
     // Lance warns "no existing dataset, it will be created" on every first write: expected here.
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -589,6 +621,8 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| "warn,lance::dataset::write::insert=error".into()),
         )
         .with_writer(std::io::stderr)
+        // Colours only for a person at a terminal: a log file or a pipe gets plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
     match run(cli) {
@@ -656,12 +690,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let args = EvalArgs { dataset, path, conversations, json, plot, per_question };
             runtime.block_on(eval(&store, &config, args, &options, cli.quiet))?;
         }
-        Command::Serve { addr, token_file, max_body_bytes, serving, tuning } => {
+        Command::Serve { addr, token_file, max_body_bytes, read_only, serving, tuning } => {
             tuning.apply(&mut config)?;
             serving.apply(&mut config)?;
             let token = token_file.as_deref().map(read_token).transpose()?;
             runtime.block_on(async {
-                let service = myelin::serve::Service::open(&store, config).await?;
+                let service = open_service(&store, config, read_only).await?;
                 eprintln!("search {}", service.backend());
                 let listener =
                     tokio::net::TcpListener::bind(addr).await.with_context(|| format!("listening on {addr}"))?;
@@ -669,14 +703,23 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 use std::io::Write;
                 std::io::stdout().flush()?;
                 let router = myelin::serve::http::router(service, token, max_body_bytes);
-                let shutdown = async {
-                    let _ = tokio::signal::ctrl_c().await;
-                };
+                let shutdown = shutdown_signal()?;
                 myelin::serve::http::serve(listener, router, shutdown).await?;
                 anyhow::Ok(())
             })?;
         }
-        Command::Load { addr, locomo, conversations, clients, seconds, write_share, rate, token_file, json } => {
+        Command::Load {
+            addr,
+            locomo,
+            conversations,
+            clients,
+            seconds,
+            write_share,
+            rate,
+            large_add,
+            token_file,
+            json,
+        } => {
             anyhow::ensure!(rate.is_none_or(|r| r > 0.0 && r.is_finite()), "--rate must be a positive number");
             anyhow::ensure!(clients > 0 && seconds > 0, "--clients and --seconds must be at least 1");
             anyhow::ensure!((0.0..=1.0).contains(&write_share), "--write-share {write_share} is not in [0, 1]");
@@ -694,7 +737,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 duration: std::time::Duration::from_secs(seconds),
                 write_share,
                 rate,
+                large_add,
             };
+            let large = large_add.map(|n| myelin::serve::load::large_text(&loaded.conversations, n)).transpose()?;
             let report = runtime.block_on(async {
                 let t0 = Instant::now();
                 let targets = myelin::serve::load::fill(&options, &loaded.conversations).await?;
@@ -703,7 +748,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     targets.len(),
                     t0.elapsed().as_secs_f64()
                 );
-                myelin::serve::load::run(&options, &targets, memories).await
+                myelin::serve::load::run(&options, &targets, memories, large).await
             })?;
             if let Some(path) = &json {
                 std::fs::write(path, serde_json::to_string_pretty(&report)?)
@@ -712,7 +757,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             {
                 let mut t = Table::new();
                 t.load_preset(UTF8_FULL_CONDENSED).set_header(["requests", "ok", "p50 ms", "p99 ms", "max ms"]);
-                for (name, x) in [("search", report.search), ("write", report.write)] {
+                let mut rows = vec![("search", report.search), ("write", report.write)];
+                if large_add.is_some() {
+                    rows.extend([
+                        ("search during a large add", report.search_during_large_add),
+                        ("large add", report.large_add),
+                    ]);
+                }
+                for (name, x) in rows {
                     t.add_row([
                         name.to_string(),
                         x.ok.to_string(),
@@ -797,11 +849,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             println!("{t}");
             println!("{adds} single-message adds timed at each size, one after another (each its own commit)");
         }
-        Command::Mcp { serving, tuning } => {
+        Command::Mcp { read_only, serving, tuning } => {
             tuning.apply(&mut config)?;
             serving.apply(&mut config)?;
             runtime.block_on(async {
-                let service = myelin::serve::Service::open(&store, config).await?;
+                let service = open_service(&store, config, read_only).await?;
                 myelin::serve::mcp::run(service).await
             })?;
         }
@@ -903,6 +955,33 @@ fn apply_ingest_flags(config: &mut Config, flags: &IngestFlags) {
 }
 
 /// The bearer token in `path` (surrounding whitespace dropped; empty is an error).
+/// Completes on Ctrl-C or SIGTERM: the server then stops taking connections, finishes the
+/// requests in flight (their writes commit or fail whole) and exits 0.
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()> + Send + 'static> {
+    #[cfg(unix)]
+    let mut term =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("listening for SIGTERM")?;
+    Ok(async move {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+        eprintln!("stopping: finishing the requests in flight");
+    })
+}
+
+/// The serving API over `store`: its one writer, or a reader that follows the writer's commits.
+async fn open_service(store: &Path, config: Config, read_only: bool) -> myelin::Result<myelin::serve::Service> {
+    if read_only {
+        myelin::serve::Service::open_read_only(store, config).await
+    } else {
+        myelin::serve::Service::open(store, config).await
+    }
+}
+
 fn read_token(path: &Path) -> anyhow::Result<String> {
     let t = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let t = t.trim().to_string();

@@ -12,7 +12,7 @@
 //! - `myelin.json`: the store manifest, which pins the Lance version of each dataset.
 //!
 //! Readers open every dataset at the version `myelin.json` pins, never at "latest". A write
-//! ([`Store::begin_write`]) appends new Lance versions and, only when all of them are written,
+//! ([`Writer::begin`], under the store's one [`Writer`]) appends new Lance versions and, only when all of them are written,
 //! replaces `myelin.json` by an atomic rename. A write that fails or is killed half-way leaves
 //! versions nobody pins; the next write restores the pinned version before it starts. So a
 //! store is always seen as it was after the last committed write.
@@ -333,8 +333,13 @@ impl Store {
         let mut tables = BTreeMap::new();
         for table in Table::STORED {
             if let Some(&version) = manifest.tables.get(table.name()) {
-                let ds = Dataset::open(&uri(root, table)?).await?;
-                let ds = if ds.version().version == version { ds } else { ds.checkout_version(version).await? };
+                let ds = Dataset::open(&uri(root, table)?).await.map_err(|e| unreadable(root, table, e))?;
+                let ds = if ds.version().version == version {
+                    ds
+                } else {
+                    ds.checkout_version(version).await.map_err(|e| unreadable(root, table, e))?
+                };
+                check_files(root, table, &ds)?;
                 tables.insert(table, ds);
             }
         }
@@ -344,6 +349,12 @@ impl Store {
     /// The store directory.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// The generation `root`'s manifest holds now (0 for a store never written): one small
+    /// read, for a reader that follows a writer's commits.
+    pub fn committed_generation(root: &Path) -> Result<u64> {
+        Ok(read_manifest(root)?.map_or(0, |m| m.generation))
     }
 
     /// Number of committed writes (0 for a store never written).
@@ -598,34 +609,121 @@ impl Store {
     pub async fn purge_old_versions(&self) -> Result<()> {
         for ds in self.tables.values() {
             ds.cleanup_old_versions(chrono::Duration::zero(), Some(true), None).await?;
+            crate::fault::point("purge");
         }
         Ok(())
     }
+}
 
-    /// Starts a write transaction. Only one process writes a store at a time: a second one
-    /// gets an error, not a wait. Nothing is visible to readers before [`WriteTxn::commit`].
-    pub async fn begin_write(root: &Path) -> Result<WriteTxn> {
+/// The right to write one store: an exclusive OS lock (`flock` on `.myelin.lock`) that a writing
+/// process (serve, mcp, ingest, a library `Service`) takes once and holds for as long as it may
+/// write. Whoever keeps state derived from the store (the serving API's scopes) must hold it for
+/// that state's whole life, so that no other view of the store can commit meanwhile. The kernel
+/// releases the lock when the process dies, so a crash never leaves a stale lock; a second
+/// writer, in this process or another, gets [`Error::Locked`] naming the holder. Readers take
+/// no lock.
+#[derive(Debug, Clone)]
+pub struct Writer {
+    root: PathBuf,
+    /// The locked file; the lock lasts while any clone of this handle does.
+    _lock: Arc<std::fs::File>,
+}
+
+impl Writer {
+    /// Takes the writer lock of the store at `root` (creating the directory), or fails at once
+    /// with [`Error::Locked`] if another writer holds it. The lock file then names this
+    /// process, for the error a later writer gets.
+    pub fn acquire(root: &Path) -> Result<Writer> {
+        use std::io::{Read, Seek, Write};
         std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
+        check_foreign_if_unborn(root)?;
         let lock_path = root.join(LOCK_FILE);
-        let lock = std::fs::OpenOptions::new()
+        let mut lock = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
+            .read(true)
             .write(true)
             .open(&lock_path)
             .map_err(|e| Error::io(&lock_path, e))?;
         match lock.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
-                return Err(Error::Store {
+                let mut holder = String::new();
+                // The holder writes its name right after locking: it may not be there yet.
+                let _ = lock.read_to_string(&mut holder);
+                let holder = holder.trim();
+                return Err(Error::Locked {
                     path: root.to_path_buf(),
-                    message: "another process is writing this store".into(),
+                    holder: if holder.is_empty() {
+                        "a process that has not named itself yet".into()
+                    } else {
+                        holder.into()
+                    },
                 });
             }
             Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(&lock_path, e)),
         }
-        let store = Store::open(root).await?;
-        Ok(WriteTxn { store, _lock: lock, fresh: BTreeMap::new() })
+        let command: Vec<String> = std::env::args().collect();
+        let name = format!("pid {} ({}), since {}\n", std::process::id(), command.join(" "), Utc::now().to_rfc3339());
+        lock.set_len(0)
+            .and_then(|()| lock.rewind())
+            .and_then(|()| lock.write_all(name.as_bytes()))
+            .map_err(|e| Error::io(&lock_path, e))?;
+        Ok(Writer { root: root.to_path_buf(), _lock: Arc::new(lock) })
     }
+
+    /// The store directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Starts a write transaction on the store as last committed. Nothing is visible to
+    /// readers before [`WriteTxn::commit`].
+    pub async fn begin(&self) -> Result<WriteTxn> {
+        let store = Store::open(&self.root).await?;
+        Ok(WriteTxn { store, _writer: self.clone(), fresh: BTreeMap::new() })
+    }
+}
+
+/// A store directory never committed to must not be some other folder (see [`Store::open`]).
+fn check_foreign_if_unborn(root: &Path) -> Result<()> {
+    if root.join(MANIFEST_FILE).exists() { Ok(()) } else { check_foreign(root) }
+}
+
+/// A dataset that Lance cannot open at its pinned version: the error names the dataset.
+fn unreadable(root: &Path, table: Table, e: lance::Error) -> Error {
+    Error::Store { path: root.join(format!("{}.lance", table.name())), message: format!("cannot be opened: {e}") }
+}
+
+/// Every data file of `ds`'s version is there with the size its manifest recorded, so a
+/// truncated or missing file is an error naming it when the store opens, not a read that
+/// fails (or succeeds on part of the rows) later. Lance keeps no checksum of a file's bytes:
+/// damage that keeps the size is not seen here.
+fn check_files(root: &Path, table: Table, ds: &Dataset) -> Result<()> {
+    let dir = root.join(format!("{}.lance", table.name()));
+    for fragment in ds.fragments().iter() {
+        for file in &fragment.files {
+            let path = dir.join("data").join(&file.path);
+            let found = match std::fs::metadata(&path) {
+                Ok(m) => m.len(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    return Err(Error::Store { path, message: "is missing: the store cannot be read".into() });
+                }
+                Err(e) => return Err(Error::io(&path, e)),
+            };
+            if let Some(recorded) = file.file_size_bytes.get()
+                && recorded.get() != found
+            {
+                return Err(Error::Store {
+                    path,
+                    message: format!(
+                        "is {found} bytes where the dataset records {recorded}: truncated or damaged, the store cannot be read"
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Refuses a non-empty directory that holds files other than a store's.
@@ -899,7 +997,8 @@ pub struct HistoryEvent {
 #[derive(Debug)]
 pub struct WriteTxn {
     store: Store,
-    _lock: std::fs::File,
+    /// Held for the transaction's life (and by its owner for longer).
+    _writer: Writer,
     /// Tables already brought to the pinned state (restored) in this transaction.
     fresh: BTreeMap<Table, Dataset>,
 }
@@ -949,6 +1048,7 @@ impl WriteTxn {
         for &table in tables {
             if let Some(ds) = self.table(table).await? {
                 ds.delete(&filter).await?;
+                crate::fault::point("delete");
             }
         }
         Ok(())
@@ -969,6 +1069,7 @@ impl WriteTxn {
                 self.fresh.insert(table, ds);
             }
         }
+        crate::fault::point(table.name());
         Ok(())
     }
 
@@ -1178,6 +1279,7 @@ impl WriteTxn {
                 && let Some(ds) = self.table(table).await?
             {
                 ds.delete(&filters.join(" OR ")).await?;
+                crate::fault::point("delete");
             }
         }
         self.append_graph_rows(&rows, None).await?;
@@ -1286,6 +1388,7 @@ impl WriteTxn {
                 ..CompactionOptions::default()
             };
             compact_files(ds, options, None).await?;
+            crate::fault::point("compact");
         }
         Ok(())
     }
@@ -1310,7 +1413,9 @@ impl WriteTxn {
             f.write_all(&bytes).map_err(|e| Error::io(&tmp, e))?;
             f.sync_all().map_err(|e| Error::io(&tmp, e))?;
         }
+        crate::fault::point("before manifest rename");
         std::fs::rename(&tmp, &target).map_err(|e| Error::io(&target, e))?;
+        crate::fault::point("after manifest rename");
         if let Ok(dir) = std::fs::File::open(&root) {
             // Persist the rename itself; not every platform can fsync a directory.
             let _ = dir.sync_all();
@@ -1365,7 +1470,7 @@ mod tests {
     }
 
     async fn write(root: &Path, c: &Conversation, seed: usize) -> Store {
-        let mut txn = Store::begin_write(root).await.expect("begin");
+        let mut txn = Writer::acquire(root).expect("lock").begin().await.expect("begin");
         if txn.base().conversations().await.expect("list").iter().any(|s| s.id == c.id) {
             txn.remove_conversation(&c.id).await.expect("remove");
         }
@@ -1415,7 +1520,7 @@ mod tests {
         let (mut partial, mut moved) = (0, 0);
         for (k, new) in graphs.iter().enumerate() {
             let turn_ids = &ids[..new.episode_count()];
-            let mut txn = Store::begin_write(dir.path()).await.unwrap();
+            let mut txn = Writer::acquire(dir.path()).expect("lock").begin().await.unwrap();
             if k == 0 {
                 txn.put_graphs(&[("conv-u", new, turn_ids)]).await.unwrap();
             } else {
@@ -1435,7 +1540,7 @@ mod tests {
         assert!(moved > 0, "no stored concept row changed: the test does not reach that path");
         // A graph written whole and read back ranks as the builder did, to the bit.
         let last = graphs.last().unwrap();
-        let mut txn = Store::begin_write(dir.path()).await.unwrap();
+        let mut txn = Writer::acquire(dir.path()).expect("lock").begin().await.unwrap();
         txn.put_graphs(&[("conv-u", last, &ids[..last.episode_count()])]).await.unwrap();
         let store = txn.commit().await.unwrap();
         let mut back = store.graph("conv-u").await.unwrap().expect("a graph");
@@ -1451,7 +1556,7 @@ mod tests {
         let store = write(dir.path(), &c, 0).await;
         assert_eq!(store.graph("conv-g").await.unwrap(), None, "no graph written yet");
         let graph = small_graph(3);
-        let mut txn = Store::begin_write(dir.path()).await.unwrap();
+        let mut txn = Writer::acquire(dir.path()).expect("lock").begin().await.unwrap();
         txn.put_graph("conv-g", &graph, &["D1:1", "D1:2", "D1:3"]).await.unwrap();
         let store = txn.commit().await.unwrap();
         assert_eq!(store.graph("conv-g").await.unwrap().as_ref(), Some(&graph));
@@ -1459,14 +1564,14 @@ mod tests {
         let reopened = Store::open(dir.path()).await.unwrap();
         assert_eq!(reopened.graph("conv-g").await.unwrap().as_ref(), Some(&graph));
 
-        let mut txn = Store::begin_write(dir.path()).await.unwrap();
+        let mut txn = Writer::acquire(dir.path()).expect("lock").begin().await.unwrap();
         let smaller = small_graph(3);
         let smaller = Graph { edges: smaller.edges[..2].to_vec(), ..smaller };
         txn.put_graph("conv-g", &smaller, &["D1:1", "D1:2", "D1:3"]).await.unwrap();
         let store = txn.commit().await.unwrap();
         assert_eq!(store.graph("conv-g").await.unwrap().unwrap().edges.len(), 2, "replaced, not appended");
 
-        let mut txn = Store::begin_write(dir.path()).await.unwrap();
+        let mut txn = Writer::acquire(dir.path()).expect("lock").begin().await.unwrap();
         let wrong = txn.put_graph("conv-g", &graph, &["D1:1"]).await.unwrap_err();
         assert!(wrong.to_string().contains("3 episodes in the graph, 1 given"), "{wrong}");
         txn.remove_conversation("conv-g").await.unwrap();
@@ -1487,11 +1592,11 @@ mod tests {
         let ids_a: Vec<&str> = ids_a.iter().map(String::as_str).collect();
         let ids_b: Vec<&str> = ids_b.iter().map(String::as_str).collect();
         let (graph_a, graph_b) = (small_graph(40), small_graph(3));
-        let mut txn = Store::begin_write(old.path()).await.unwrap();
+        let mut txn = Writer::acquire(old.path()).expect("lock").begin().await.unwrap();
         txn.put_graphs_laid_out(&[("conv-a", &graph_a, &ids_a)], Some(true)).await.unwrap();
         txn.commit().await.unwrap();
         // Appended to in its own layout (a list batch would not match its schema), and read.
-        let mut txn = Store::begin_write(old.path()).await.unwrap();
+        let mut txn = Writer::acquire(old.path()).expect("lock").begin().await.unwrap();
         txn.put_graph("conv-b", &graph_b, &ids_b).await.unwrap();
         let store = txn.commit().await.unwrap();
         assert_eq!(store.graph("conv-a").await.unwrap().as_ref(), Some(&graph_a));
@@ -1499,7 +1604,7 @@ mod tests {
         // A new store lists them: an episode's row holds no values.
         let new = tempfile::tempdir().unwrap();
         write(new.path(), &a, 0).await;
-        let mut txn = Store::begin_write(new.path()).await.unwrap();
+        let mut txn = Writer::acquire(new.path()).expect("lock").begin().await.unwrap();
         txn.put_graph("conv-a", &graph_a, &ids_a).await.unwrap();
         let store = txn.commit().await.unwrap();
         assert_eq!(store.graph("conv-a").await.unwrap().as_ref(), Some(&graph_a));
@@ -1537,7 +1642,7 @@ mod tests {
         let store = write(dir.path(), &b, 1).await;
         let mut eps = store.episodes("b").await.unwrap();
         // Episodes appended as stored rows, to two conversations at once.
-        let mut txn = Store::begin_write(dir.path()).await.unwrap();
+        let mut txn = Writer::acquire(dir.path()).expect("lock").begin().await.unwrap();
         let mut extra = eps[0].clone();
         extra.turn_id = "D9:1".into();
         extra.position = 2;
@@ -1558,7 +1663,7 @@ mod tests {
         assert_eq!(store.graph("b").await.unwrap().as_ref(), Some(&gb));
         let mut bad = eps[0].clone();
         bad.embedding.pop();
-        let mut txn = Store::begin_write(dir.path()).await.unwrap();
+        let mut txn = Writer::acquire(dir.path()).expect("lock").begin().await.unwrap();
         let err = txn.append_episode_rows(&[&bad]).await.unwrap_err().to_string();
         assert!(err.contains("383 embedding values"), "{err}");
         // One removal of both, from the tables named only.
@@ -1609,7 +1714,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         write(dir.path(), &conversation("a", 4), 0).await;
         {
-            let mut txn = Store::begin_write(dir.path()).await.expect("begin");
+            let mut txn = Writer::acquire(dir.path()).expect("lock").begin().await.expect("begin");
             txn.remove_conversation("a").await.expect("remove");
             let c = conversation("zz", 6);
             let turns: Vec<&Turn> = c.turns().collect();
@@ -1637,11 +1742,30 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_second_writer_is_refused() {
+    async fn a_second_writer_is_refused_while_the_first_lives_and_admitted_after() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let _first = Store::begin_write(dir.path()).await.expect("first");
-        let err = Store::begin_write(dir.path()).await.expect_err("second").to_string();
-        assert!(err.contains("another process is writing"), "{err}");
+        let first = Writer::acquire(dir.path()).expect("first");
+        // flock locks belong to an open file, so a second handle in this very process is
+        // refused as another process would be, and a transaction of the first keeps it held.
+        let txn = first.begin().await.expect("begin");
+        drop(first);
+        let err = Writer::acquire(dir.path()).expect_err("second").to_string();
+        assert!(err.contains("being written by another process"), "{err}");
+        assert!(err.contains(&format!("pid {}", std::process::id())), "names the holder: {err}");
+        assert!(err.contains(&dir.path().display().to_string()), "names the store: {err}");
+        drop(txn);
+        let again = Writer::acquire(dir.path()).expect("free once the holder is gone");
+        let store = again.begin().await.expect("begin").commit().await.expect("commit");
+        assert_eq!(store.generation(), 1);
+    }
+
+    #[test]
+    fn a_foreign_directory_is_not_locked_or_written() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("notes.txt"), "x").expect("write");
+        let err = Writer::acquire(dir.path()).expect_err("foreign").to_string();
+        assert!(err.contains("not a Myelin store"), "{err}");
+        assert!(!dir.path().join(LOCK_FILE).exists());
     }
 
     #[test]

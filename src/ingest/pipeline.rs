@@ -21,7 +21,7 @@ use crate::embed::{EMBEDDING_DIM, Embedder};
 use crate::error::{Error, Result};
 use crate::graph::{Graph, GraphConfig, build_graph};
 use crate::retrieve::Memory;
-use crate::store::{Episode, Store, WriteTxn};
+use crate::store::{Episode, Store, WriteTxn, Writer};
 
 /// Turns embedded and appended per Lance write: bounds memory by this, not by the history.
 pub const DEFAULT_CHUNK_TURNS: usize = 2048;
@@ -153,7 +153,7 @@ pub async fn ingest_loaded(
         None => None,
     };
     let mut reused = 0;
-    let mut txn = Store::begin_write(store_root).await?;
+    let mut txn = Writer::acquire(store_root)?.begin().await?;
     let existing: BTreeSet<String> = txn.base().conversations().await?.into_iter().map(|c| c.id).collect();
     let mut embed_time = Duration::ZERO;
     let mut graph_time = Duration::ZERO;
@@ -424,7 +424,7 @@ pub async fn build_missing_graphs(store_root: &Path, embedder: &Embedder, config
     if missing.is_empty() {
         return Ok(missing);
     }
-    let mut txn = Store::begin_write(store_root).await?;
+    let mut txn = Writer::acquire(store_root)?.begin().await?;
     for id in &missing {
         let episodes = txn.base().episodes(id).await?;
         let texts: Vec<_> = episodes.iter().map(|e| (e.embedding_text(), e.timestamp)).collect();

@@ -107,7 +107,7 @@ pub async fn run(root: &Path, config: &Config, texts: &[String], options: &Growt
             memories += 1;
         }
         let after_restart_ms = if i + 1 == options.sizes.len() {
-            drop(service);
+            service.close().await;
             service = Service::open(root, config.clone()).await?;
             let t = next.next().ok_or_else(|| Error::InvalidArgument("write-bench ran out of messages".into()))?;
             let t0 = Instant::now();

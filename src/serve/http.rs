@@ -1,7 +1,8 @@
 //! `myelin serve`: the [`Service`] as JSON over HTTP (axum), mem0's routes under `/v1`.
 //!
-//! Owns routing, request parsing, status codes and the bearer token. Every bad request gets a
-//! 4xx with `{"error": "..."}` and the server keeps serving. Must not touch the store or rank:
+//! Owns routing, request parsing, status codes and the bearer token. Every error, whatever its
+//! status (a 405 and a body that does not parse included), is `{"error": "..."}` with the
+//! status the README's table gives, and the server keeps serving. Must not touch the store or rank:
 //! every operation is a call on the [`Service`].
 
 use std::future::Future;
@@ -23,30 +24,52 @@ use crate::error::{Error, Result};
 /// Largest request body accepted by default, bytes.
 pub const DEFAULT_BODY_LIMIT: usize = 4 << 20;
 
+/// Seconds a client is asked to wait (`Retry-After`) when the write queue is full.
+pub const RETRY_AFTER_SECONDS: u32 = 1;
+
 /// An error answer: a status and `{"error": message}`.
 #[derive(Debug)]
 pub struct ApiError(StatusCode, String);
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.0, Json(json!({ "error": self.1 }))).into_response()
+        let busy = self.0 == StatusCode::SERVICE_UNAVAILABLE;
+        let mut response = (self.0, Json(json!({ "error": self.1 }))).into_response();
+        if busy {
+            response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from(RETRY_AFTER_SECONDS));
+        }
+        response
+    }
+}
+
+/// The status of a library error: the one place that maps them.
+pub fn status_of(e: &Error) -> StatusCode {
+    match e {
+        Error::NotFound(_) => StatusCode::NOT_FOUND,
+        Error::InvalidArgument(_) => StatusCode::BAD_REQUEST,
+        Error::ReadOnly { .. } => StatusCode::FORBIDDEN,
+        Error::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+        Error::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
+        Error::DiskFull(_) => StatusCode::INSUFFICIENT_STORAGE,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 
 impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
-        let status = match e {
-            Error::NotFound(_) => StatusCode::NOT_FOUND,
-            Error::InvalidArgument(_) => StatusCode::BAD_REQUEST,
-            _ => StatusCode::INTERNAL_SERVER_ERROR,
-        };
-        ApiError(status, e.to_string())
+        ApiError(status_of(&e), e.to_string())
     }
 }
 
 impl From<JsonRejection> for ApiError {
     fn from(r: JsonRejection) -> Self {
-        ApiError(r.status(), r.body_text())
+        // A body that parses but has the wrong shape is a bad request like any other (axum
+        // says 422); a body over the limit stays 413, a missing content type 415.
+        let status = match r.status() {
+            StatusCode::UNPROCESSABLE_ENTITY => StatusCode::BAD_REQUEST,
+            other => other,
+        };
+        ApiError(status, r.body_text())
     }
 }
 
@@ -91,9 +114,20 @@ async fn search(State(s): State<Service>, body: std::result::Result<Json<SearchR
     Ok(Json(s.search(&body).await?).into_response())
 }
 
+/// Each request answered on its own: a result, or `{"error", "status"}` in its place.
 async fn search_batch(State(s): State<Service>, body: std::result::Result<Json<BatchBody>, JsonRejection>) -> Answer {
     let Json(body) = body?;
-    Ok(Json(json!({ "results": s.search_batch(&body.requests).await? })).into_response())
+    let answers: Vec<serde_json::Value> = s
+        .search_batch(&body.requests)
+        .await
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| match r {
+            Ok(found) => json!(found),
+            Err(e) => json!({ "error": format!("request {i}: {e}"), "status": status_of(&e).as_u16() }),
+        })
+        .collect();
+    Ok(Json(json!({ "results": answers })).into_response())
 }
 
 async fn list(State(s): State<Service>, params: std::result::Result<Query<ListParams>, QueryRejection>) -> Answer {
@@ -126,6 +160,13 @@ async fn fallback() -> ApiError {
     ApiError(StatusCode::NOT_FOUND, "no such route (see the README for the API)".into())
 }
 
+async fn method_not_allowed(request: Request) -> ApiError {
+    ApiError(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("{} is not allowed on {} (see the README for the API)", request.method(), request.uri().path()),
+    )
+}
+
 async fn check_token(State(token): State<Option<Arc<String>>>, request: Request, next: Next) -> Response {
     if let Some(token) = token {
         let given = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
@@ -150,10 +191,11 @@ pub fn router(service: Service, token: Option<String>, body_limit: usize) -> Rou
             "/health",
             get(|State(s): State<Service>| async move {
                 let b = s.backend();
-                Json(json!({ "status": "ok", "backend": b.backend.as_str(), "reason": b.reason, "stats": s.stats() }))
+                Json(json!({ "status": "ok", "backend": b.backend.as_str(), "reason": b.reason, "read_only": s.read_only(), "stats": s.stats() }))
             }),
         )
         .fallback(fallback)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(middleware::from_fn_with_state(token, check_token))
         .with_state(service)

@@ -34,6 +34,10 @@ pub struct LoadOptions {
     /// that delays the next request is charged to it). `None`: closed loop, each client
     /// sends its next request when the last is answered.
     pub rate: Option<f64>,
+    /// One more client that adds messages of this many bytes of real conversation text, one
+    /// after another, to a scope of its own (`load-large`): searches answered while such an
+    /// add is in flight are timed apart. `None`: no such client.
+    pub large_add: Option<usize>,
 }
 
 /// Percentiles of one kind of request, milliseconds.
@@ -66,6 +70,10 @@ pub struct LoadReport {
     pub search: Timing,
     /// Writes.
     pub write: Timing,
+    /// Searches that started or ended while a large add was in flight (with `large_add`).
+    pub search_during_large_add: Timing,
+    /// The large adds, each one request.
+    pub large_add: Timing,
     /// Requests that failed (transport error or non-2xx), with the first few messages.
     pub errors: usize,
     /// The first error messages.
@@ -132,19 +140,78 @@ pub async fn fill(options: &LoadOptions, conversations: &[Conversation]) -> Resu
     Ok(out)
 }
 
+/// `bytes` bytes of the conversations' text (turns joined by spaces, cycled), cut on a
+/// character boundary.
+pub fn large_text(conversations: &[Conversation], bytes: usize) -> Result<String> {
+    let turns: Vec<String> = conversations.iter().flat_map(|c| c.turns().map(|t| t.embedding_text())).collect();
+    if turns.is_empty() {
+        return Err(Error::InvalidArgument("no text to make a large add of".into()));
+    }
+    let mut text = String::with_capacity(bytes + 256);
+    for t in turns.iter().cycle() {
+        if text.len() >= bytes {
+            break;
+        }
+        text.push_str(t);
+        text.push(' ');
+    }
+    let mut end = bytes.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    Ok(text)
+}
+
 /// Runs the timed phase against `targets` (scope user id, its questions) and checks writes.
-pub async fn run(options: &LoadOptions, targets: &[(String, Vec<String>)], memories: usize) -> Result<LoadReport> {
+/// With `options.large_add`, `large` is the text each large add carries.
+pub async fn run(
+    options: &LoadOptions,
+    targets: &[(String, Vec<String>)],
+    memories: usize,
+    large: Option<String>,
+) -> Result<LoadReport> {
     if targets.iter().all(|(_, q)| q.is_empty()) {
         return Err(Error::InvalidArgument("no question to search with".into()));
     }
     let started = Instant::now();
     let deadline = started + options.duration;
+    // Whether a large add is in flight, for the searches' own timing.
+    let large_in_flight = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let large_task = large.map(|text| {
+        let (options, flag) = (options.clone(), large_in_flight.clone());
+        tokio::spawn(async move {
+            let body = json!({"user_id": "load-large", "messages": [{"role": "user", "content": text}]});
+            let (mut times, mut errors, mut acked) = (Vec::new(), Vec::new(), Vec::new());
+            while Instant::now() < deadline {
+                let t0 = Instant::now();
+                flag.store(true, std::sync::atomic::Ordering::SeqCst);
+                let answer = ok_json(&options.addr, options.token.as_deref(), "POST", "/v1/memories", &body).await;
+                flag.store(false, std::sync::atomic::Ordering::SeqCst);
+                match answer {
+                    Ok(v) => {
+                        times.push(t0.elapsed().as_secs_f64() * 1e3);
+                        acked.extend(
+                            v["results"]
+                                .as_array()
+                                .into_iter()
+                                .flatten()
+                                .filter_map(|m| m["id"].as_str().map(String::from)),
+                        );
+                    }
+                    Err(e) => errors.push(e.to_string()),
+                }
+            }
+            (times, errors, acked)
+        })
+    });
     let mut tasks = Vec::new();
     for client in 0..options.clients {
-        let (options, targets) = (options.clone(), targets.to_vec());
+        let (options, targets, large_in_flight) = (options.clone(), targets.to_vec(), large_in_flight.clone());
         tasks.push(tokio::spawn(async move {
             let token = options.token.as_deref();
             let mut searches = Vec::new();
+            let mut during_large = Vec::new();
             let mut writes = Vec::new();
             let mut errors = Vec::new();
             let mut acked = Vec::new();
@@ -186,33 +253,49 @@ pub async fn run(options: &LoadOptions, targets: &[(String, Vec<String>)], memor
                     }
                     let query = &questions[(r as usize / targets.len()) % questions.len()];
                     let body = json!({"user_id": user, "query": query});
+                    let large_before = large_in_flight.load(std::sync::atomic::Ordering::SeqCst);
                     match ok_json(&options.addr, token, "POST", "/v1/memories/search", &body).await {
-                        Ok(_) => searches.push(t0.elapsed().as_secs_f64() * 1e3),
+                        Ok(_) => {
+                            let ms = t0.elapsed().as_secs_f64() * 1e3;
+                            searches.push(ms);
+                            if large_before || large_in_flight.load(std::sync::atomic::Ordering::SeqCst) {
+                                during_large.push(ms);
+                            }
+                        }
                         Err(e) => errors.push(e.to_string()),
                     }
                 }
             }
-            (searches, writes, errors, acked)
+            (searches, during_large, writes, errors, acked)
         }));
     }
     let mut searches = Vec::new();
+    let mut during_large = Vec::new();
     let mut writes = Vec::new();
     let mut errors = Vec::new();
-    let mut acked: Vec<(usize, Vec<String>)> = Vec::new();
+    let mut acked: Vec<(String, Vec<String>)> = Vec::new();
     for (client, t) in tasks.into_iter().enumerate() {
-        let (s, w, e, a) = t.await.map_err(|e| Error::InvalidArgument(format!("client {client}: {e}")))?;
+        let (s, d, w, e, a) = t.await.map_err(|e| Error::InvalidArgument(format!("client {client}: {e}")))?;
         searches.extend(s);
+        during_large.extend(d);
         writes.extend(w);
         errors.extend(e);
-        acked.push((client, a));
+        acked.push((format!("load-client-{client}"), a));
+    }
+    let mut large_adds = Vec::new();
+    if let Some(t) = large_task {
+        let (times, e, a) = t.await.map_err(|e| Error::InvalidArgument(format!("the large-add client: {e}")))?;
+        large_adds = times;
+        errors.extend(e);
+        acked.push(("load-large".into(), a));
     }
     let seconds = started.elapsed().as_secs_f64();
     let mut lost = 0;
-    for (client, ids) in &acked {
+    for (user, ids) in &acked {
         if ids.is_empty() {
             continue;
         }
-        let path = format!("/v1/memories?user_id=load-client-{client}&limit=1000000");
+        let path = format!("/v1/memories?user_id={user}&limit=1000000");
         let listed = ok_json(&options.addr, options.token.as_deref(), "GET", &path, &json!({})).await?;
         let have: std::collections::HashSet<&str> =
             listed["results"].as_array().into_iter().flatten().filter_map(|m| m["id"].as_str()).collect();
@@ -227,7 +310,7 @@ pub async fn run(options: &LoadOptions, targets: &[(String, Vec<String>)], memor
             max: v.last().copied().unwrap_or(0.0),
         }
     };
-    let total = searches.len() + writes.len() + errors.len();
+    let total = searches.len() + writes.len() + large_adds.len() + errors.len();
     let server = ok_json(&options.addr, options.token.as_deref(), "GET", "/health", &json!({})).await?;
     Ok(LoadReport {
         clients: options.clients,
@@ -237,6 +320,8 @@ pub async fn run(options: &LoadOptions, targets: &[(String, Vec<String>)], memor
         search_memories: memories,
         search: timing(searches),
         write: timing(writes),
+        search_during_large_add: timing(during_large),
+        large_add: timing(large_adds),
         errors: errors.len(),
         error_samples: errors.into_iter().take(5).collect(),
         lost_writes: lost,

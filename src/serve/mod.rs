@@ -6,11 +6,16 @@
 //! shows the memory whole, once.
 //!
 //! Each scope is one conversation of the store (format `api`) with its own graph, so
-//! activation can never cross scopes. Two workers do the heavy work, off the async runtime:
+//! activation can never cross scopes. A service that writes holds the store's [`Writer`] lock
+//! for its whole life (its scopes are a view of the store that only it may commit from); a
+//! read-only one ([`Service::open_read_only`]) takes no lock and reloads the scopes another
+//! process's commits changed. Two workers do the heavy work, off the async runtime:
 //! - the writer (a task) takes every write waiting as one group: one embedding pass for all
 //!   new messages, each touched scope's graph extended by its builder (rebuilt only after a
 //!   deletion), one store transaction with a history row per change; then it swaps in the new
-//!   scopes and answers. Searches read the last committed state and never wait for a write.
+//!   scopes and answers. Its CPU work runs on a background embedder whose threads yield the
+//!   cores to searches; its queue is bounded (`serve.write_queue`) and one add carries at most
+//!   `serve.max_add_bytes`. Searches read the last committed state and never wait for a write.
 //! - the search thread (`searcher`) batches concurrent searches into one embedding pass and
 //!   one ranking dispatch, and owns the GPU queue and the resident graphs.
 //!
@@ -25,8 +30,8 @@ mod searcher;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -41,7 +46,7 @@ use crate::graph::{GraphBuilder, labels_of};
 use crate::ingest::pipeline::stored_memory;
 use crate::retrieve::engine::{Choice, choose};
 use crate::retrieve::{Memory, Retrieval};
-use crate::store::{ConversationSummary, Episode, HistoryEvent, Store, Table};
+use crate::store::{ConversationSummary, Episode, HistoryEvent, Store, Table, Writer};
 use searcher::{Msg, Search, Searcher};
 
 /// Longest scope id part, in bytes.
@@ -166,6 +171,13 @@ pub struct SearchResult {
     pub rejected: bool,
 }
 
+impl SearchResult {
+    /// The answer for a scope that holds no memory: nothing found, nothing known.
+    pub fn nothing() -> SearchResult {
+        SearchResult { results: Vec::new(), confidence: 0.0, rejected: true }
+    }
+}
+
 /// A page of a scope's memories.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 pub struct Page {
@@ -236,7 +248,10 @@ impl Counters {
 #[derive(Clone)]
 pub struct Service {
     inner: Arc<Inner>,
-    writes: mpsc::UnboundedSender<WriteJob>,
+    /// The writer's queue (`None`: read-only).
+    writes: Option<mpsc::Sender<WriteJob>>,
+    /// The writer task, awaited by [`Service::close`] (`None`: read-only).
+    writer_task: Option<Arc<std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>>>,
     searcher: Searcher,
 }
 
@@ -249,7 +264,10 @@ impl std::fmt::Debug for Service {
 struct Inner {
     root: PathBuf,
     config: Config,
-    embedder: Arc<Embedder>,
+    /// The same model on threads that yield to searches: every CPU-heavy step of a write.
+    background: Embedder,
+    /// The store's writer lock, held for the service's life (`None`: read-only).
+    writer: Option<Writer>,
     /// Where searches are ranked, and why.
     backend: Choice,
     counters: Arc<Counters>,
@@ -259,6 +277,9 @@ struct Inner {
     ids: RwLock<HashMap<String, String>>,
     /// The store as last committed (history reads it).
     store: RwLock<Store>,
+    /// Scope key → its stored summary when loaded: what a read-only service compares to see
+    /// which scopes a commit changed (a writer, the only one to commit, never reads it).
+    loaded: RwLock<HashMap<String, ConversationSummary>>,
     /// Concept label → its embedding: building a scope's graph embeds only labels not seen
     /// recently.
     labels: std::sync::Mutex<LabelCache>,
@@ -288,44 +309,81 @@ async fn cpu<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) 
 }
 
 impl Service {
-    /// Opens the store at `root` (created on first write), loads every scope in it, and starts
-    /// the search thread (on the GPU `config.gpu` chooses) and the writer.
+    /// Opens the store at `root` (created on first write) as its one writer, loads every scope
+    /// in it, and starts the search thread (on the GPU `config.gpu` chooses) and the writer.
+    /// Fails with [`Error::Locked`] while another writer (a server, an ingest, another
+    /// service) holds the store; the lock is held until the last clone of the service is
+    /// dropped.
     pub async fn open(root: &Path, config: Config) -> Result<Service> {
+        let writer = Writer::acquire(root)?;
+        Service::start(root, config, Some(writer)).await
+    }
+
+    /// Opens the store at `root` without writing it, beside the process that does: searches,
+    /// lists, gets and history see its last committed state, checked every
+    /// `serve.reload_ms`; adds and deletions fail with [`Error::ReadOnly`].
+    pub async fn open_read_only(root: &Path, config: Config) -> Result<Service> {
+        Service::start(root, config, None).await
+    }
+
+    async fn start(root: &Path, config: Config, writer: Option<Writer>) -> Result<Service> {
         config.retrieve.validate()?;
         config.serve.validate()?;
         let embedder = Arc::new(Embedder::load(&config.embed)?);
+        let background = embedder.background()?;
         let store = Store::open(root).await?;
-        let mut scopes = HashMap::new();
-        let mut ids = HashMap::new();
-        for c in store.conversations().await? {
-            if c.format != SourceFormat::Api.as_str() {
-                continue;
-            }
-            let memory = stored_memory(&store, &c.id, &config).await?;
-            for e in memory.episodes().iter().filter(|e| turn_of(&e.turn_id) == e.turn_id) {
-                ids.insert(e.turn_id.clone(), c.id.clone());
-            }
-            scopes.insert(c.id.clone(), Arc::new(memory));
-        }
+        let (scopes, loaded) = load_scopes(&store, &config, &HashMap::new()).await?;
+        let scopes: HashMap<String, Arc<Memory>> = scopes.into_iter().filter_map(|(k, m)| Some((k, m?))).collect();
+        let ids: HashMap<String, String> = scopes.iter().flat_map(|(k, m)| ids_of(k, m)).collect();
         // No size rule: scopes grow while the server runs, and every batch the GPU ranks leaves
         // the cores to the embedder.
         let (gpu, backend) = choose(&config.gpu, &config.retrieve, None)?;
         let counters = Arc::new(Counters::default());
         let searcher = Searcher::start(embedder.clone(), gpu, &scopes, config.serve.max_batch, counters.clone())?;
+        let generation = store.generation();
+        let read_only = writer.is_none();
+        let (queue, reload) = (config.serve.write_queue, std::time::Duration::from_millis(config.serve.reload_ms));
         let inner = Arc::new(Inner {
             counters,
             root: root.to_path_buf(),
             labels: std::sync::Mutex::new(LabelCache::new(config.serve.label_cache)),
             config,
-            embedder,
+            background,
             backend,
+            writer,
             scopes: RwLock::new(scopes),
             ids: RwLock::new(ids),
             store: RwLock::new(store),
+            loaded: RwLock::new(loaded),
         });
-        let (writes, rx) = mpsc::unbounded_channel();
-        tokio::spawn(write_loop(inner.clone(), rx, searcher.clone()));
-        Ok(Service { inner, writes, searcher })
+        let (writes, writer_task) = if read_only {
+            tokio::spawn(follow(Arc::downgrade(&inner), searcher.clone(), generation, reload));
+            (None, None)
+        } else {
+            let (writes, rx) = mpsc::channel(queue);
+            let task = tokio::spawn(write_loop(inner.clone(), rx, searcher.clone()));
+            (Some(writes), Some(Arc::new(std::sync::Mutex::new(Some(task)))))
+        };
+        Ok(Service { inner, writes, writer_task, searcher })
+    }
+
+    /// Drops this handle. If it is the last, first waits until the writer has finished the
+    /// group it was committing and let go of the store, so that the store can be opened
+    /// again (by this process or another) as soon as this returns. Dropping the last handle
+    /// without `close` stops the writer too, a moment later.
+    pub async fn close(mut self) {
+        let last = self.writes.take().is_some_and(|w| w.strong_count() == 1);
+        let task = self.writer_task.take().and_then(|t| t.lock().ok().and_then(|mut h| h.take()));
+        if last && let Some(task) = task {
+            // The queue is closed: the writer ends after its current group. A panic in it has
+            // already failed that group's requests.
+            let _ = task.await;
+        }
+    }
+
+    /// Whether this service only reads its store.
+    pub fn read_only(&self) -> bool {
+        self.writes.is_none()
     }
 
     /// Where searches are ranked, and why.
@@ -339,8 +397,15 @@ impl Service {
     }
 
     async fn write(&self, change: Change) -> Result<Done> {
+        let Some(writes) = &self.writes else { return Err(Error::ReadOnly { path: self.inner.root.clone() }) };
         let (reply, answer) = oneshot::channel();
-        self.writes.send(WriteJob { change, reply }).map_err(|_| Error::Batch("the writer has stopped".into()))?;
+        writes.try_send(WriteJob { change, reply }).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => Error::Busy(format!(
+                "{} writes are already waiting for the writer (serve.write_queue); retry shortly",
+                self.inner.config.serve.write_queue
+            )),
+            mpsc::error::TrySendError::Closed(_) => Error::Batch("the writer has stopped".into()),
+        })?;
         answer.await.map_err(|_| Error::Batch("the writer dropped the request".into()))?
     }
 
@@ -351,20 +416,20 @@ impl Service {
         if messages.is_empty() {
             return Err(Error::InvalidArgument("no message to add".into()));
         }
-        let max = self.inner.config.ingest.max_turn_bytes;
         for (i, m) in messages.iter().enumerate() {
             if m.content.trim().is_empty() {
                 return Err(Error::InvalidArgument(format!("message {i}: empty content")));
             }
-            if m.content.len() > max {
-                return Err(Error::InvalidArgument(format!(
-                    "message {i}: {} bytes, over the limit of {max} (ingest.max_turn_bytes)",
-                    m.content.len()
-                )));
-            }
             if m.role.trim().is_empty() {
                 return Err(Error::InvalidArgument(format!("message {i}: empty role")));
             }
+        }
+        let (bytes, max) =
+            (messages.iter().map(|m| m.content.len()).sum::<usize>(), self.inner.config.serve.max_add_bytes);
+        if bytes > max {
+            return Err(Error::TooLarge(format!(
+                "the messages hold {bytes} bytes of text, over the limit of {max} for one add (serve.max_add_bytes)"
+            )));
         }
         match self.write(Change::Add { key, scope: scope.clone(), messages }).await? {
             Done::Added(items) => Ok(items),
@@ -372,30 +437,54 @@ impl Service {
         }
     }
 
-    /// The memories of `request.scope` that answer `request.query`, in time order.
+    /// The memories of `request.scope` that answer `request.query`, in time order. A scope
+    /// that holds no memory answers [`SearchResult::nothing`].
     pub async fn search(&self, request: &SearchRequest) -> Result<SearchResult> {
-        Ok(self.search_batch(std::slice::from_ref(request)).await?.remove(0))
+        self.search_batch(std::slice::from_ref(request)).await.remove(0)
     }
 
     /// Many searches at once, answered in one batch of the search thread (with whatever other
-    /// searches are waiting): one embedding pass, one ranking dispatch. Results in request
-    /// order; any bad request fails the batch.
-    pub async fn search_batch(&self, requests: &[SearchRequest]) -> Result<Vec<SearchResult>> {
-        let mut searches = Vec::with_capacity(requests.len());
-        for (i, r) in requests.iter().enumerate() {
-            let at =
-                |e: Error| if requests.len() > 1 { Error::InvalidArgument(format!("request {i}: {e}")) } else { e };
-            if r.query.trim().is_empty() {
-                return Err(at(Error::InvalidArgument("empty query".into())));
+    /// searches are waiting): one embedding pass, one ranking dispatch. Each request is
+    /// answered on its own, in request order: a bad one fails alone.
+    pub async fn search_batch(&self, requests: &[SearchRequest]) -> Vec<Result<SearchResult>> {
+        let mut out: Vec<Option<Result<SearchResult>>> = (0..requests.len()).map(|_| None).collect();
+        let (mut searches, mut at) = (Vec::new(), Vec::new());
+        {
+            let scopes = self.inner.scopes.read().await;
+            for (i, r) in requests.iter().enumerate() {
+                if r.query.trim().is_empty() {
+                    out[i] = Some(Err(Error::InvalidArgument("empty query".into())));
+                    continue;
+                }
+                let key = match r.scope.key() {
+                    Ok(k) => k,
+                    Err(e) => {
+                        out[i] = Some(Err(e));
+                        continue;
+                    }
+                };
+                match scopes.get(&key) {
+                    Some(memory) => {
+                        searches.push(Search { request: r.clone(), key, memory: memory.clone() });
+                        at.push(i);
+                    }
+                    None => out[i] = Some(Ok(SearchResult::nothing())),
+                }
             }
-            let key = r.scope.key().map_err(at)?;
-            let memory = self.inner.scopes.read().await.get(&key).cloned();
-            let memory = memory.ok_or_else(|| at(Error::NotFound(format!("no memories in scope {key}"))))?;
-            searches.push(Search { request: r.clone(), key, memory });
         }
-        let (reply, answer) = oneshot::channel();
-        self.searcher.send(Msg::Search(searches, reply))?;
-        answer.await.map_err(|_| Error::Batch("the search thread dropped the request".into()))?
+        if !searches.is_empty() {
+            let (reply, answer) = oneshot::channel();
+            let found = match self.searcher.send(Msg::Search(searches, reply)) {
+                Ok(()) => {
+                    answer.await.unwrap_or_else(|_| batch_failed(at.len(), "the search thread dropped the request"))
+                }
+                Err(e) => batch_failed(at.len(), &e.to_string()),
+            };
+            for (i, r) in at.into_iter().zip(found) {
+                out[i] = Some(r);
+            }
+        }
+        out.into_iter().map(|r| r.unwrap_or_else(|| Err(Error::Batch("search was not answered".into())))).collect()
     }
 
     /// One memory by id.
@@ -449,6 +538,103 @@ impl Service {
     }
 }
 
+/// Scope key → its memory (`None`: gone), for the scopes of `store` whose stored summary is not
+/// the one in `known`; and the summary of every scope it holds.
+type ChangedScopes = (HashMap<String, Option<Arc<Memory>>>, HashMap<String, ConversationSummary>);
+
+/// The scopes of `store` that changed since `known` (all of them, for an empty `known`).
+async fn load_scopes(
+    store: &Store,
+    config: &Config,
+    known: &HashMap<String, ConversationSummary>,
+) -> Result<ChangedScopes> {
+    let mut changed = HashMap::new();
+    let mut summaries = HashMap::new();
+    for c in store.conversations().await? {
+        if c.format != SourceFormat::Api.as_str() {
+            continue;
+        }
+        if known.get(&c.id) != Some(&c) {
+            changed.insert(c.id.clone(), Some(Arc::new(stored_memory(store, &c.id, config).await?)));
+        }
+        summaries.insert(c.id.clone(), c);
+    }
+    for key in known.keys().filter(|k| !summaries.contains_key(*k)) {
+        changed.insert(key.clone(), None);
+    }
+    Ok((changed, summaries))
+}
+
+/// Memory id → scope key, for the memories of `memory` (passages are not memories).
+fn ids_of<'a>(key: &'a str, memory: &'a Memory) -> impl Iterator<Item = (String, String)> + 'a {
+    memory
+        .episodes()
+        .iter()
+        .filter(|e| turn_of(&e.turn_id) == e.turn_id)
+        .map(move |e| (e.turn_id.clone(), key.to_string()))
+}
+
+/// A read-only service's follower: every `every`, a look at the store's committed generation;
+/// a new one reloads the scopes it changed. Stops when the service is dropped.
+async fn follow(inner: Weak<Inner>, searcher: Searcher, mut seen: u64, every: std::time::Duration) {
+    loop {
+        tokio::time::sleep(every).await;
+        let Some(inner) = inner.upgrade() else { return };
+        match Store::committed_generation(&inner.root) {
+            Ok(g) if g == seen => {}
+            // A purge by the writer can remove what this read was opening: tried again next time.
+            Ok(_) => match inner.reload(&searcher).await {
+                Ok(g) => seen = g,
+                Err(e) => tracing::warn!("following the writer of {}: {e}", inner.root.display()),
+            },
+            Err(e) => tracing::warn!("following the writer of {}: {e}", inner.root.display()),
+        }
+    }
+}
+
+impl Inner {
+    /// Reloads the scopes the store's last commit changed; returns its generation.
+    async fn reload(&self, searcher: &Searcher) -> Result<u64> {
+        let store = Store::open(&self.root).await?;
+        let known = self.loaded.read().await.clone();
+        let (changed, summaries) = load_scopes(&store, &self.config, &known).await?;
+        // A scope that lost memories must leave no copy on the GPU either.
+        let shrank = changed.iter().any(|(k, m)| {
+            let before = known.get(k).map_or(0, |c| c.turns as usize);
+            m.as_ref().map_or(before > 0, |m| m.episodes().len() < before)
+        });
+        {
+            let mut ids = self.ids.write().await;
+            let mut scopes = self.scopes.write().await;
+            ids.retain(|_, k| !changed.contains_key(k));
+            for (key, memory) in changed {
+                match &memory {
+                    Some(m) => {
+                        ids.extend(ids_of(&key, m));
+                        scopes.insert(key.clone(), m.clone());
+                    }
+                    None => {
+                        scopes.remove(&key);
+                    }
+                }
+                let _ = searcher.send(Msg::Scope(key, memory));
+            }
+        }
+        if shrank {
+            let _ = searcher.send(Msg::Compact);
+        }
+        *self.loaded.write().await = summaries;
+        let generation = store.generation();
+        *self.store.write().await = store;
+        Ok(generation)
+    }
+}
+
+/// The answer of every search of a batch that failed whole.
+fn batch_failed(n: usize, message: &str) -> Vec<Result<SearchResult>> {
+    (0..n).map(|_| Err(Error::Batch(message.to_string()))).collect()
+}
+
 /// A scope a group of writes changes: its memory as committed, the episodes after the group
 /// (only the new ones until a deletion needs them all), how many of them the store holds, and
 /// whether a deletion means it must be written anew.
@@ -499,7 +685,7 @@ struct Built {
 /// commits the group in one store transaction; writes that arrive meanwhile form the next
 /// group. Each scope keeps the graph builder of its committed episodes, so an add pushes only
 /// its new episodes; a deletion rebuilds the scope.
-async fn write_loop(inner: Arc<Inner>, mut rx: mpsc::UnboundedReceiver<WriteJob>, searcher: Searcher) {
+async fn write_loop(inner: Arc<Inner>, mut rx: mpsc::Receiver<WriteJob>, searcher: Searcher) {
     let mut builders: HashMap<String, GraphBuilder> = HashMap::new();
     while let Some(first) = rx.recv().await {
         let mut jobs = vec![first];
@@ -535,11 +721,13 @@ impl Inner {
             let (inner, n) = (self.clone(), texts.len());
             let pieces = self.config.ingest.passage_pieces;
             let cut_and_embed = move || {
-                let spans =
-                    texts.iter().map(|t| inner.embedder.passage_spans(t, pieces)).collect::<Result<Vec<_>>>()?;
-                let passages: Vec<&str> =
-                    texts.iter().zip(&spans).flat_map(|(t, s)| s.iter().map(|r| t[r.clone()].trim())).collect();
-                Ok((spans, inner.embedder.embed(&passages)?))
+                let embedder = &inner.background;
+                embedder.install(|| {
+                    let spans = texts.iter().map(|t| embedder.passage_spans(t, pieces)).collect::<Result<Vec<_>>>()?;
+                    let passages: Vec<&str> =
+                        texts.iter().zip(&spans).flat_map(|(t, s)| s.iter().map(|r| t[r.clone()].trim())).collect();
+                    Ok((spans, embedder.embed(&passages)?))
+                })
             };
             match cpu(cut_and_embed).await {
                 Ok(v) => v,
@@ -645,7 +833,11 @@ impl Inner {
         let t_build = std::time::Instant::now();
         let built = match cpu(move || {
             use rayon::prelude::*;
-            work.into_par_iter().map(|(key, p, builder)| inner.build_scope(key, p, builder)).collect::<Result<Vec<_>>>()
+            inner.background.install(|| {
+                work.into_par_iter()
+                    .map(|(key, p, builder)| inner.build_scope(key, p, builder))
+                    .collect::<Result<Vec<_>>>()
+            })
         })
         .await
         {
@@ -664,8 +856,17 @@ impl Inner {
                 // Nothing is published: the store rolls the abandoned versions back on the next write.
                 let message = format!("writing {} requests: {e}", accepted.len());
                 tracing::error!("{message}");
+                let full = e.is_disk_full();
                 for (reply, _) in accepted {
-                    let _ = reply.send(Err(Error::Batch(message.clone())));
+                    let _ = reply.send(Err(if full {
+                        Error::DiskFull(format!(
+                            "the disk of store {} is full (no space left on device): nothing of this write was kept; \
+                             free space and retry",
+                            self.root.display()
+                        ))
+                    } else {
+                        Error::Batch(message.clone())
+                    }));
                 }
                 return;
             }
@@ -778,7 +979,8 @@ impl Inner {
     /// appended; after a deletion, and every `serve.compact_every` commits, the store is
     /// compacted and its old versions purged.
     async fn store_group(&self, built: Vec<Built>, events: &[HistoryEvent]) -> Result<Vec<Built>> {
-        let mut txn = Store::begin_write(&self.root).await?;
+        let writer = self.writer.as_ref().ok_or_else(|| Error::ReadOnly { path: self.root.clone() })?;
+        let mut txn = writer.begin().await?;
         let keys: Vec<&str> = built.iter().map(|b| b.key.as_str()).collect();
         let rewritten: Vec<&str> = built.iter().filter(|b| b.rewrite).map(|b| b.key.as_str()).collect();
         let emptied: Vec<&str> = built.iter().filter(|b| b.memory.is_none()).map(|b| b.key.as_str()).collect();
@@ -827,8 +1029,10 @@ impl Inner {
             txn.compact().await?;
         }
         let store = txn.commit().await?;
-        if purge {
-            store.purge_old_versions().await?;
+        // Committed: from here on the write is done whatever fails. A purge that fails leaves
+        // old versions on disk for the next one; it must not report the write as failed.
+        if purge && let Err(e) = store.purge_old_versions().await {
+            tracing::warn!("purging old versions of {}: {e}", self.root.display());
         }
         *self.store.write().await = store;
         Ok(built)
@@ -844,7 +1048,7 @@ impl Inner {
             m.dedup();
             m
         };
-        let fresh = if missing.is_empty() { Vec::new() } else { self.embedder.embed(&missing)? };
+        let fresh = if missing.is_empty() { Vec::new() } else { self.background.embed(&missing)? };
         let mut cache = self.labels.lock().map_err(|_| poisoned())?;
         let mut out = Vec::with_capacity(labels.len() * EMBEDDING_DIM);
         let fresh: HashMap<&str, &[f32]> =
@@ -926,11 +1130,22 @@ fn answer(request: &SearchRequest, memory: &Memory, found: &Retrieval) -> Search
 }
 
 /// The [`Service`] for scripts and synchronous code: the same operations, each blocking on a
-/// runtime of its own. Not for use inside an async runtime (use [`Service`] there).
+/// runtime of its own. Not for use inside an async runtime (use [`Service`] there). Dropping
+/// it waits for its writer to let go of the store ([`Service::close`]).
 #[derive(Debug)]
 pub struct BlockingService {
     runtime: tokio::runtime::Runtime,
     service: Service,
+}
+
+impl Drop for BlockingService {
+    fn drop(&mut self) {
+        let last = self.service.writes.take().is_some_and(|w| w.strong_count() == 1);
+        let task = self.service.writer_task.take().and_then(|t| t.lock().ok().and_then(|mut h| h.take()));
+        if last && let Some(task) = task {
+            let _ = self.runtime.block_on(task);
+        }
+    }
 }
 
 impl BlockingService {
@@ -960,7 +1175,7 @@ impl BlockingService {
     }
 
     /// [`Service::search_batch`].
-    pub fn search_batch(&self, requests: &[SearchRequest]) -> Result<Vec<SearchResult>> {
+    pub fn search_batch(&self, requests: &[SearchRequest]) -> Vec<Result<SearchResult>> {
         self.runtime.block_on(self.service.search_batch(requests))
     }
 

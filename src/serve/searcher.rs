@@ -38,8 +38,8 @@ pub(crate) struct Search {
 
 /// What the thread is asked.
 pub(crate) enum Msg {
-    /// Searches answered together, in order.
-    Search(Vec<Search>, oneshot::Sender<Result<Vec<SearchResult>>>),
+    /// Searches answered together, each on its own, in order.
+    Search(Vec<Search>, oneshot::Sender<Vec<Result<SearchResult>>>),
     /// Scope `key` now holds `memory` (`None`: it is gone).
     Scope(String, Option<Arc<Memory>>),
     /// Upload a fresh corpus of the live scopes only (after a deletion).
@@ -141,7 +141,7 @@ struct Thread {
     counters: Arc<Counters>,
 }
 
-type Job = (Vec<Search>, oneshot::Sender<Result<Vec<SearchResult>>>);
+type Job = (Vec<Search>, oneshot::Sender<Vec<Result<SearchResult>>>);
 
 impl Thread {
     fn run(&mut self, rx: mpsc::Receiver<Msg>) {
@@ -192,7 +192,7 @@ impl Thread {
                     .zip(all.by_ref())
                     .map(|(s, r)| r.map(|r| super::answer(&s.request, &s.memory, &r)))
                     .collect(),
-                Err(e) => Err(Error::Batch(e.clone())),
+                Err(e) => super::batch_failed(searches.len(), e),
             };
             // A client that went away no longer waits for its answer.
             let _ = reply.send(answer);

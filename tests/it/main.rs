@@ -5,6 +5,7 @@ mod cli;
 mod common;
 mod crash;
 mod embed_golden;
+mod faults;
 mod gnn;
 mod gpu;
 mod retrieve;

@@ -14,13 +14,28 @@ use serde_json::{Value, json};
 use crate::common::{bin, root};
 
 /// A running `myelin serve`, killed (SIGKILL) when dropped.
-struct Server {
-    child: Child,
-    addr: String,
+pub(crate) struct Server {
+    pub(crate) child: Child,
+    pub(crate) addr: String,
 }
 
 impl Server {
-    fn start(store: &Path, extra: &[&str]) -> Server {
+    pub(crate) fn start(store: &Path, extra: &[&str]) -> Server {
+        Server::start_with(store, extra, &[], None)
+    }
+
+    /// [`Server::start`] with more environment variables, its stderr appended to `log`.
+    pub(crate) fn start_logged(store: &Path, extra: &[&str], env: &[(&str, &str)], log: &Path) -> Server {
+        Server::start_with(store, extra, env, Some(log))
+    }
+
+    fn start_with(store: &Path, extra: &[&str], env: &[(&str, &str)], log: Option<&Path>) -> Server {
+        let stderr = match log {
+            Some(path) => {
+                Stdio::from(std::fs::OpenOptions::new().create(true).append(true).open(path).expect("server log"))
+            }
+            None => Stdio::inherit(),
+        };
         let mut child = Command::new(bin())
             .current_dir(root())
             .args(["--quiet", "--store"])
@@ -28,8 +43,9 @@ impl Server {
             .args(["serve", "--addr", "127.0.0.1:0"])
             .args(extra)
             .env_remove("MYELIN_CONFIG")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("spawn myelin serve");
         let mut line = String::new();
@@ -39,22 +55,44 @@ impl Server {
     }
 
     /// Sends one request; returns the status and the body (JSON when it parses).
-    fn call(&self, method: &str, path: &str, body: Option<&[u8]>, token: Option<&str>) -> (u16, Value) {
+    pub(crate) fn call(&self, method: &str, path: &str, body: Option<&[u8]>, token: Option<&str>) -> (u16, Value) {
         send(&self.addr, method, path, body.unwrap_or(b""), token).unwrap_or_else(|e| panic!("{method} {path}: {e}"))
     }
 
-    fn json(&self, method: &str, path: &str, body: Value) -> (u16, Value) {
+    pub(crate) fn json(&self, method: &str, path: &str, body: Value) -> (u16, Value) {
         self.call(method, path, Some(body.to_string().as_bytes()), None)
     }
 
-    fn kill(mut self) {
+    /// Waits for the server to end by itself.
+    pub(crate) fn wait(mut self) -> std::process::ExitStatus {
+        self.child.wait().expect("wait")
+    }
+
+    pub(crate) fn kill(mut self) {
         self.child.kill().expect("kill -9");
         self.child.wait().expect("reap");
     }
 }
 
 /// One HTTP/1.1 request on a fresh connection: the status and the body (JSON when it parses).
-fn send(addr: &str, method: &str, path: &str, body: &[u8], token: Option<&str>) -> Result<(u16, Value), String> {
+pub(crate) fn send(
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: &[u8],
+    token: Option<&str>,
+) -> Result<(u16, Value), String> {
+    send_raw(addr, method, path, body, token).map(|(status, _, v)| (status, v))
+}
+
+/// [`send`], with the answer's header block too.
+fn send_raw(
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: &[u8],
+    token: Option<&str>,
+) -> Result<(u16, String, Value), String> {
     let mut s = TcpStream::connect(addr).map_err(|e| e.to_string())?;
     s.set_read_timeout(Some(Duration::from_secs(120))).map_err(|e| e.to_string())?;
     let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
@@ -69,8 +107,8 @@ fn send(addr: &str, method: &str, path: &str, body: &[u8], token: Option<&str>) 
     let _ = s.read_to_end(&mut raw);
     let text = String::from_utf8_lossy(&raw);
     let status: u16 = text.split(' ').nth(1).and_then(|c| c.parse().ok()).ok_or(format!("no status in '{text}'"))?;
-    let payload = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    Ok((status, serde_json::from_str(payload).unwrap_or(Value::String(payload.to_string()))))
+    let (head, payload) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    Ok((status, head.to_string(), serde_json::from_str(payload).unwrap_or(Value::String(payload.to_string()))))
 }
 
 impl Drop for Server {
@@ -80,7 +118,7 @@ impl Drop for Server {
     }
 }
 
-fn ids(v: &Value) -> Vec<String> {
+pub(crate) fn ids(v: &Value) -> Vec<String> {
     v["results"].as_array().expect("results").iter().map(|m| m["id"].as_str().expect("id").to_string()).collect()
 }
 
@@ -202,8 +240,8 @@ fn scopes_are_isolated_deletion_leaves_nothing_and_a_restart_keeps_everything() 
 
     let (status, v) = server.call("DELETE", "/v1/memories?user_id=bob", None, None);
     assert_eq!((status, v["deleted"].as_u64()), (200, Some(3)), "{v}");
-    let (status, _) = server.json("POST", "/v1/memories/search", json!({"user_id": "bob", "query": "dog"}));
-    assert_eq!(status, 404);
+    let (status, v) = server.json("POST", "/v1/memories/search", json!({"user_id": "bob", "query": "dog"}));
+    assert_eq!((status, &v["results"], &v["rejected"]), (200, &json!([]), &json!(true)), "an emptied scope: {v}");
 
     // kill -9 and restart: everything acknowledged is there, nothing else.
     server.kill();
@@ -290,7 +328,10 @@ fn bad_requests_get_a_4xx_and_the_token_is_enforced() {
     let store = dir.path().join("store");
     let token_file = dir.path().join("token");
     std::fs::write(&token_file, "s3cret\n").expect("token");
-    let server = Server::start(&store, &["--token-file", token_file.to_str().unwrap(), "--max-body-bytes", "2000"]);
+    let server = Server::start(
+        &store,
+        &["--token-file", token_file.to_str().unwrap(), "--max-body-bytes", "2000", "--max-add-bytes", "100"],
+    );
     let t = Some("s3cret");
     let (status, v) = server.call("GET", "/health", None, None);
     assert_eq!(status, 401, "{v}");
@@ -316,9 +357,14 @@ fn bad_requests_get_a_4xx_and_the_token_is_enforced() {
             "POST",
             "/v1/memories/search",
             json!({"user_id": "nobody", "query": "where?"}).to_string().into_bytes(),
-            404,
-            "no memories in scope",
+            200,
+            "\"results\":[]",
         ),
+        // A body of the wrong shape is a 400 like any other bad request, not axum's 422.
+        ("POST", "/v1/memories/search", json!({"user_id": "u"}).to_string().into_bytes(), 400, "missing field"),
+        ("POST", "/v1/memories", json!({"user_id": "u", "messages": "hi"}).to_string().into_bytes(), 400, "messages"),
+        // A method a route does not take: 405, in JSON like every error.
+        ("PUT", "/v1/memories/search", Vec::new(), 405, "PUT is not allowed on /v1/memories/search"),
         ("POST", "/v1/memories/search", vec![0xff, 0xfe, 0x7b], 400, "JSON"),
         ("POST", "/v1/memories", json!({"user_id": "u", "messages": []}).to_string().into_bytes(), 400, "no message"),
         (
@@ -336,6 +382,15 @@ fn bad_requests_get_a_4xx_and_the_token_is_enforced() {
             "user_id",
         ),
         ("POST", "/v1/memories", vec![b'x'; 5000], 413, ""),
+        (
+            "POST",
+            "/v1/memories",
+            json!({"user_id": "u", "messages": [{"role": "user", "content": "y".repeat(60)}, {"role": "user", "content": "z".repeat(60)}]})
+                .to_string()
+                .into_bytes(),
+            413,
+            "120 bytes of text, over the limit of 100 for one add (serve.max_add_bytes)",
+        ),
         ("GET", "/v1/memories/0123", Vec::new(), 404, "no memory with id"),
         ("DELETE", "/v1/memories/0123", Vec::new(), 404, "no memory with id"),
         ("GET", "/v1/memories?offset=minus", Vec::new(), 400, ""),
@@ -346,11 +401,60 @@ fn bad_requests_get_a_4xx_and_the_token_is_enforced() {
         assert_eq!(status, expected, "{method} {path}: {v}");
         assert!(v.to_string().contains(needle), "{method} {path}: {v}");
     }
+    // A batch answers each request on its own: a result, nothing for an empty scope, an error
+    // in place of a bad request.
+    let batch = json!({"requests": [
+        {"user_id": "u", "query": "Where do I live?"},
+        {"user_id": "nobody", "query": "Where do I live?"},
+        {"user_id": "u", "query": "  "},
+    ]});
+    let (status, v) = server.call("POST", "/v1/memories/search/batch", Some(batch.to_string().as_bytes()), t);
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["results"][0]["results"][0]["memory"], "I live in Oslo.", "{v}");
+    assert_eq!(v["results"][1]["results"], json!([]), "{v}");
+    assert_eq!(v["results"][2]["status"], 400, "{v}");
+    assert!(v["results"][2]["error"].as_str().unwrap().contains("request 2: empty query"), "{v}");
     // Still serving, and nothing was lost.
     let (status, v) = server.call("GET", &format!("/v1/memories/{id}"), None, t);
     assert_eq!((status, v["memory"].as_str()), (200, Some("I live in Oslo.")), "{v}");
     let (status, _) = server.call("GET", "/health", None, t);
     assert_eq!(status, 200);
+}
+
+#[test]
+fn a_full_write_queue_answers_503_with_retry_after_and_loses_nothing_it_took() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    let server = Server::start(&store, &["--backend", "cpu", "--write-queue", "1"]);
+    // 24 adds at once against a queue of one: the writer takes one group while the others wait.
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(24));
+    let answers: Vec<(u16, String, Value)> = (0..24)
+        .map(|i| {
+            let (addr, barrier) = (server.addr.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                let body =
+                    json!({"user_id": "q", "messages": [{"role": "user", "content": format!("queued note {i}")}]});
+                barrier.wait();
+                send_raw(&addr, "POST", "/v1/memories", body.to_string().as_bytes(), None).expect("answer")
+            })
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|t| t.join().expect("client"))
+        .collect();
+    let busy: Vec<&(u16, String, Value)> = answers.iter().filter(|(s, _, _)| *s == 503).collect();
+    let taken: Vec<&(u16, String, Value)> = answers.iter().filter(|(s, _, _)| *s == 200).collect();
+    assert_eq!(busy.len() + taken.len(), 24, "only 200 and 503: {answers:?}");
+    assert!(!busy.is_empty() && !taken.is_empty(), "a queue of one both takes and refuses: {answers:?}");
+    for (_, head, v) in &busy {
+        assert!(head.to_ascii_lowercase().contains("retry-after: 1"), "{head}");
+        assert!(v["error"].as_str().unwrap().contains("serve.write_queue"), "{v}");
+    }
+    let listed = ids(&server.call("GET", "/v1/memories?user_id=q", None, None).1);
+    for (_, _, v) in &taken {
+        assert!(listed.contains(&ids(v)[0]), "an acknowledged add is listed");
+    }
+    assert_eq!(listed.len(), taken.len(), "a refused add left nothing");
 }
 
 #[test]
@@ -407,9 +511,12 @@ fn mcp_on_stdio_lists_its_tools_and_adds_searches_lists_deletes() {
     let listed = call(&mut rpc, "list_memories", json!({"user_id": "u"}));
     assert_eq!(listed["results"][0]["memory"], "I adopted a cat named Miso.");
     call(&mut rpc, "delete_memory", json!({"id": id}));
-    // A failing tool is a result with isError; an unknown method is a JSON-RPC error.
-    let gone = rpc("tools/call", json!({"name": "search_memory", "arguments": {"user_id": "u", "query": "cat"}}));
-    assert_eq!(gone["result"]["isError"], true, "{gone}");
+    // A scope emptied by the deletion searches to no results; a failing tool is a result with
+    // isError; an unknown method is a JSON-RPC error.
+    let gone = call(&mut rpc, "search_memory", json!({"user_id": "u", "query": "cat"}));
+    assert_eq!(gone["results"], json!([]), "{gone}");
+    let bad = rpc("tools/call", json!({"name": "search_memory", "arguments": {"user_id": "u", "query": " "}}));
+    assert_eq!(bad["result"]["isError"], true, "{bad}");
     let unknown = rpc("resources/list", json!({}));
     assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
     drop(stdin);
@@ -436,7 +543,8 @@ fn the_blocking_facade_runs_the_library_without_a_server() {
     assert!(service.get(&added[0].id).is_err());
     assert_eq!(service.history(&added[0].id).expect("history").len(), 2);
     assert_eq!(service.delete_all(&alice).expect("delete all"), 1);
-    assert!(service.search(&request).unwrap_err().to_string().contains("no memories in scope"));
+    let nothing = service.search(&request).expect("an emptied scope searches to nothing");
+    assert_eq!(nothing, myelin::serve::SearchResult::nothing());
 }
 
 /// A write rewrites the graph rows of its scope that changed; every `serve.compact_every`
@@ -665,6 +773,8 @@ fn concurrent_writes_share_commits_and_searches_share_batches() {
         let stats = service.stats();
         assert_eq!(stats.searches, 60);
         assert!(stats.batches < stats.searches, "concurrent searches were answered one by one: {stats:?}");
+        // The writer lets go of the store before the next open.
+        service.close().await;
         acked
     });
     // Reopened: every write is there and a write extends a scope whose builder is gone.
@@ -721,8 +831,10 @@ fn on_the_gpu_searches_follow_writes_and_deletions_as_on_the_cpu() {
                         limit: None,
                     })
                     .collect();
-                let on_cpu = cpu.search_batch(&requests).await.expect("cpu search");
-                let on_gpu = gpu.search_batch(&requests).await.expect("gpu search");
+                let on_cpu: Vec<SearchResult> =
+                    cpu.search_batch(&requests).await.into_iter().collect::<Result<_, _>>().expect("cpu search");
+                let on_gpu: Vec<SearchResult> =
+                    gpu.search_batch(&requests).await.into_iter().collect::<Result<_, _>>().expect("gpu search");
                 for ((c, g), r) in on_cpu.iter().zip(&on_gpu).zip(&requests) {
                     let (c, g) = (texts(c), texts(g));
                     assert_eq!(c.len(), g.len(), "{step}: {}", r.query);
