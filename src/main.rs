@@ -614,12 +614,8 @@ fn main() -> ExitCode {
         // SAFETY: as above, no other thread exists yet.
         unsafe { std::env::set_var("NODEVICE_SELECT", "1") };
     }
-    // Lance warns "no existing dataset, it will be created" on every first write: expected here.
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("MYELIN_LOG")
-                .unwrap_or_else(|_| "warn,lance::dataset::write::insert=error".into()),
-        )
+        .with_env_filter(log_filter())
         .with_writer(std::io::stderr)
         // Colours only for a person at a terminal: a log file or a pipe gets plain text.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -955,6 +951,22 @@ fn apply_ingest_flags(config: &mut Config, flags: &IngestFlags) {
 }
 
 /// The bearer token in `path` (surrounding whitespace dropped; empty is an error).
+/// What is logged: `$MYELIN_LOG` (tracing's filter syntax), warnings by default. Lance warns "no
+/// existing dataset, it will be created" at every store's first write, which is expected here:
+/// that target logs only errors unless `$MYELIN_LOG` names it.
+fn log_filter() -> tracing_subscriber::EnvFilter {
+    const FIRST_WRITE: &str = "lance::dataset::write::insert";
+    let spec = std::env::var("MYELIN_LOG").unwrap_or_default();
+    let filter = tracing_subscriber::EnvFilter::try_new(&spec)
+        .ok()
+        .filter(|_| !spec.trim().is_empty())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new("warn"));
+    match format!("{FIRST_WRITE}=error").parse() {
+        Ok(quiet) if !spec.contains(FIRST_WRITE) => filter.add_directive(quiet),
+        _ => filter,
+    }
+}
+
 /// Completes on Ctrl-C or SIGTERM: the server then stops taking connections, finishes the
 /// requests in flight (their writes commit or fail whole) and exits 0.
 fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()> + Send + 'static> {

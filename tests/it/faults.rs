@@ -155,6 +155,12 @@ fn one_writer_per_store_whatever_its_kind_and_readers_follow_it() {
     let last = Server::start(&store, &CPU);
     assert_eq!(listed_ids(&last.addr, "pat").len(), 4, "every acknowledged add is there");
     assert_eq!(stats(&store)["conversations"].as_array().expect("list").len(), 31);
+    // Beside the running writer, query and eval of stored conversations only read.
+    let big = big.to_str().expect("utf-8");
+    let answer = ok(&store, &["query", "--conversation", "copy-3", "What breed is Tom's dog?"]);
+    assert!(answer.contains("beagle"), "{answer}");
+    let report = ok(&store, &["eval", "locomo", big, "--modes", "bm25", "--conversations", "copy-1"]);
+    assert!(report.contains("bm25"), "{report}");
 }
 
 /// A small deterministic generator (splitmix64), seeded from the test's environment.

@@ -6,6 +6,7 @@ mod common;
 mod crash;
 mod embed_golden;
 mod faults;
+mod fuzz;
 mod gnn;
 mod gpu;
 mod retrieve;

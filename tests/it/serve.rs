@@ -401,6 +401,21 @@ fn bad_requests_get_a_4xx_and_the_token_is_enforced() {
         assert_eq!(status, expected, "{method} {path}: {v}");
         assert!(v.to_string().contains(needle), "{method} {path}: {v}");
     }
+    // A body without a JSON content type: 415, in JSON.
+    {
+        let mut c = TcpStream::connect(&server.addr).expect("connect");
+        let body = r#"{"user_id": "u", "query": "where?"}"#;
+        write!(
+            c,
+            "POST /v1/memories/search HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer s3cret\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .expect("send");
+        let mut raw = String::new();
+        c.read_to_string(&mut raw).expect("read");
+        assert!(raw.starts_with("HTTP/1.1 415"), "{raw}");
+        assert!(raw.contains("{\"error\":\"") && raw.contains("Content-Type"), "{raw}");
+    }
     // A batch answers each request on its own: a result, nothing for an empty scope, an error
     // in place of a bad request.
     let batch = json!({"requests": [
