@@ -372,13 +372,21 @@ impl Service {
     /// again (by this process or another) as soon as this returns. Dropping the last handle
     /// without `close` stops the writer too, a moment later.
     pub async fn close(mut self) {
-        let last = self.writes.take().is_some_and(|w| w.strong_count() == 1);
-        let task = self.writer_task.take().and_then(|t| t.lock().ok().and_then(|mut h| h.take()));
-        if last && let Some(task) = task {
-            // The queue is closed: the writer ends after its current group. A panic in it has
-            // already failed that group's requests.
+        if let Some(task) = self.let_go() {
+            // A panic in the writer has already failed that group's requests.
             let _ = task.await;
         }
+    }
+
+    /// Drops this handle's side of the write queue; if it was the last, the queue is closed
+    /// (the writer ends after its current group) and the writer task is returned to wait on.
+    fn let_go(&mut self) -> Option<tokio::task::JoinHandle<()>> {
+        let last = self.writes.take().is_some_and(|w| w.strong_count() == 1);
+        let task = self.writer_task.take()?;
+        if !last {
+            return None;
+        }
+        task.lock().ok().and_then(|mut h| h.take())
     }
 
     /// Whether this service only reads its store.
@@ -1140,9 +1148,7 @@ pub struct BlockingService {
 
 impl Drop for BlockingService {
     fn drop(&mut self) {
-        let last = self.service.writes.take().is_some_and(|w| w.strong_count() == 1);
-        let task = self.service.writer_task.take().and_then(|t| t.lock().ok().and_then(|mut h| h.take()));
-        if last && let Some(task) = task {
+        if let Some(task) = self.service.let_go() {
             let _ = self.runtime.block_on(task);
         }
     }
