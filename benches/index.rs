@@ -2,7 +2,7 @@
 //! a memory of `$MYELIN_BENCH_NODES` random unit embeddings (default 58,878, the node count of
 //! a 10M-token BEAM history), compared with the f32 scan it replaces.
 //!
-//! - `index-<nodes>/scan`: every node's exact cosine (`retrieve::dots`, 4 bytes a value);
+//! - `index-<nodes>/scan`: every node's exact cosine (`score::dots`, 4 bytes a value);
 //! - `index-<nodes>/<kernel>/<batch>`: `DenseIndex::bounds_on` for a batch of queries in one
 //!   pass over the codes (1 byte a value), per kernel this CPU runs.
 //!
@@ -14,8 +14,8 @@ use std::time::Duration;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use myelin::embed::EMBEDDING_DIM;
 use myelin::graph::synthetic::unit_embeddings;
-use myelin::retrieve::dots;
 use myelin::retrieve::index::{DenseIndex, Kernel};
+use myelin::score::dots;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 

@@ -25,8 +25,8 @@ use lance_index::scalar::FullTextSearchQuery;
 use lance_index::scalar::inverted::tokenizer::InvertedIndexParams;
 use myelin::config::Config;
 use myelin::embed::{EMBEDDING_DIM, Embedder};
-use myelin::ingest::pipeline::in_memory;
 use myelin::ingest::{LoadOptions, load_path};
+use myelin::pipeline::in_memory;
 use myelin::retrieve::bm25::Analyzer;
 use myelin::retrieve::{Memory, Mode, Query};
 

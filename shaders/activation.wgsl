@@ -45,6 +45,7 @@ fn seed_anchors(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
         } else {
             id = bm25_anchors[s.anchor_off + e - dense_n];
         }
+        // score::initial_activation on the CPU.
         a[s.work_off + id] = max(params.alpha * sim[s.work_off + id], 0.0);
     }
     if (lid == 0u) {

@@ -34,6 +34,7 @@ fn hybrid(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
         pr = pagerank[g.node_off + i];
     }
     let at = s.work_off + i;
+    // score::hybrid on the CPU.
     score[at] = params.lambda_similarity * sim[at] + params.lambda_activation * a[at] + params.lambda_pagerank * pr;
 }
 

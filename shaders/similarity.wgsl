@@ -101,6 +101,6 @@ fn lexical_blend(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     let entry = lexical[s.lex_off + e];
     let b = bitcast<f32>(entry.y);
     let at = s.work_off + entry.x;
-    // sim holds (1 − w)·cosine from dense_scan.
+    // sim holds (1 − w)·cosine from dense_scan; the sum is score::similarity on the CPU.
     sim[at] = sim[at] + w * b / s.lex_max;
 }

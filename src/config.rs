@@ -99,7 +99,8 @@ impl ServeConfig {
 pub struct IngestConfig {
     /// Longest turn accepted, in bytes of UTF-8 (default 512 KiB); a longer one is an error.
     pub max_turn_bytes: usize,
-    /// Turns embedded and appended per Lance write (default 2048): memory is bounded by this.
+    /// Turns embedded and appended per Lance write (default 2048): memory is bounded by this,
+    /// not by the history.
     pub chunk_turns: usize,
     /// Longest passage in word pieces (default 254: the model's 256 less [CLS] and [SEP]). A
     /// longer turn is cut into passages that keep its id (`<id>`, `<id>#1`, `<id>#2`, …), so
@@ -115,7 +116,7 @@ impl Default for IngestConfig {
     fn default() -> Self {
         IngestConfig {
             max_turn_bytes: crate::ingest::DEFAULT_MAX_TURN_BYTES,
-            chunk_turns: crate::ingest::pipeline::DEFAULT_CHUNK_TURNS,
+            chunk_turns: 2048,
             passage_pieces: crate::embed::DEFAULT_MAX_SEQ_LEN - 2,
             reuse_embeddings: None,
         }

@@ -30,6 +30,10 @@ impl SourceFormat {
     }
 }
 
+/// Group holding every answerable question with evidence (LoCoMo categories 1–4; every BEAM
+/// ability but abstention).
+pub const ANSWERABLE_GROUP: &str = "1-4";
+
 /// One conversation: the unit that is ingested, replaced and evaluated as a whole.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Conversation {

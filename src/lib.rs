@@ -18,8 +18,10 @@ pub mod gpu;
 pub mod graph;
 pub mod ingest;
 pub mod parallel;
+pub mod pipeline;
 pub mod retrieve;
 pub mod scale;
+pub mod score;
 pub mod serve;
 pub mod store;
 

@@ -20,7 +20,7 @@ use myelin::gnn::FeatureSet;
 use myelin::gnn::relevance::{Card, card_path};
 use myelin::gnn::train::TrainOptions;
 use myelin::gpu::Backend;
-use myelin::ingest::pipeline::{IngestSummary, LoadedInput, build_missing_graphs, ingest_loaded};
+use myelin::pipeline::{IngestSummary, LoadedInput, build_missing_graphs, ingest_loaded};
 use myelin::retrieve::bm25::Analyzer;
 use myelin::retrieve::engine::Engine;
 use myelin::retrieve::{Memory, Mode, Query};
@@ -1237,7 +1237,7 @@ async fn index_bench(
 }
 
 async fn load_memory(store: &Store, conversation: &str, config: &Config) -> anyhow::Result<Memory> {
-    Ok(myelin::ingest::pipeline::stored_memory(store, conversation, config).await?)
+    Ok(myelin::pipeline::stored_memory(store, conversation, config).await?)
 }
 
 async fn query(
@@ -1621,7 +1621,7 @@ fn report_groups(report: &Report) -> Vec<String> {
     let mut groups: Vec<String> = report.modes.values().flat_map(|m| m.groups.keys().cloned()).collect();
     groups.sort();
     groups.dedup();
-    groups.sort_by_key(|g| g != myelin::eval::ANSWERABLE_GROUP);
+    groups.sort_by_key(|g| g != myelin::conversation::ANSWERABLE_GROUP);
     groups
 }
 
@@ -1657,7 +1657,7 @@ fn print_report(report: &Report) {
             i.questions
         );
     }
-    let all = myelin::eval::ANSWERABLE_GROUP;
+    let all = myelin::conversation::ANSWERABLE_GROUP;
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
     t.set_header(vec![
@@ -1770,7 +1770,7 @@ async fn real_workload(
     let mut queries = Vec::new();
     let mut analyzer = Analyzer::new()?;
     for c in store.conversations().await? {
-        let Some(graph) = myelin::ingest::pipeline::stored_graph(&store, &c.id, config).await? else { continue };
+        let Some(graph) = myelin::pipeline::stored_graph(&store, &c.id, config).await? else { continue };
         let m = memories.len();
         memories.push(Memory::new(&c.id, store.episodes(&c.id).await?, graph, config.retrieve.clone())?);
         for q in store.questions(&c.id).await? {

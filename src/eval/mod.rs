@@ -15,12 +15,13 @@ use indicatif::ProgressBar;
 use serde::Serialize;
 
 use crate::config::Config;
+use crate::conversation::ANSWERABLE_GROUP;
 use crate::embed::Embedder;
 use crate::error::{Error, Result};
 use crate::gnn::FeatureSet;
 use crate::gnn::train::Example;
 use crate::gpu::Backend;
-use crate::ingest::pipeline::stored_memory;
+use crate::pipeline::stored_memory;
 use crate::retrieve::bm25::Analyzer;
 use crate::retrieve::engine::{BatchReport, Choice, Engine};
 use crate::retrieve::{Memory, Mode, Query, Retrieval};
@@ -28,9 +29,6 @@ use crate::store::Store;
 
 /// The k of the reported recall@k.
 pub const RECALL_KS: [usize; 4] = [5, 10, 25, 30];
-/// Group holding every answerable question with evidence (LoCoMo categories 1–4; every BEAM
-/// ability but abstention).
-pub const ANSWERABLE_GROUP: &str = "1-4";
 /// What context tokens are counted with.
 pub const TOKENIZER: &str = "all-MiniLM-L6-v2 WordPiece, no special tokens";
 

@@ -150,32 +150,9 @@ impl Relevance {
     }
 }
 
-/// The score with the learned signal: `score + weight · relevance`.
-pub fn combined(score: f32, relevance: f32, weight: f32) -> f32 {
-    score + weight * relevance
-}
-
-/// Positions of `scores` reordered by [`combined`] score, descending; ties keep the given order.
-pub fn rerank(scores: &[f32], relevance: &[f32], weight: f32) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..scores.len()).collect();
-    let c: Vec<f32> = scores.iter().zip(relevance).map(|(&s, &r)| combined(s, r, weight)).collect();
-    order.sort_by(|&a, &b| c[b].total_cmp(&c[a]).then(a.cmp(&b)));
-    order
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rerank_adds_the_weighted_relevance_and_keeps_ties_in_order() {
-        let scores = [0.9, 0.8, 0.7, 0.7];
-        let relevance = [0.0, 0.5, 1.0, 1.0];
-        assert_eq!(rerank(&scores, &relevance, 0.0), vec![0, 1, 2, 3]);
-        // 0.9, 1.05, 1.2, 1.2: the tie between 2 and 3 keeps their order.
-        assert_eq!(rerank(&scores, &relevance, 0.5), vec![2, 3, 1, 0]);
-        assert_eq!(combined(0.5, 0.5, 2.0), 1.5);
-    }
 
     #[test]
     fn the_shipped_model_loads_and_its_card_matches_this_build() {

@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 
 use super::features::{Candidates, FeatureSet, features};
 use super::model::{GnnShape, Subgraph, Weights};
-use super::relevance::rerank;
 use crate::error::{Error, Result};
+use crate::score::rerank;
 
 /// Ranks recall is measured at while training.
 pub const RECALL_AT: usize = 10;
@@ -375,7 +375,7 @@ pub fn train(
     let mut groups: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for (i, e) in val.iter().enumerate() {
         groups.entry(e.group.clone()).or_default().push(i);
-        groups.entry(crate::eval::ANSWERABLE_GROUP.to_string()).or_default().push(i);
+        groups.entry(crate::conversation::ANSWERABLE_GROUP.to_string()).or_default().push(i);
     }
     let val_recall_10 = groups
         .into_iter()

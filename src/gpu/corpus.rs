@@ -26,7 +26,7 @@ pub struct GraphInput<'a> {
     /// Per node, the episodes a concept stands for (empty for episodes).
     pub links: &'a [Vec<u32>],
     /// Per node: the node of its turn's first passage for an episode (a result holds a turn
-    /// once), [`crate::retrieve::CONCEPT_TURN`] for a concept.
+    /// once), [`crate::score::CONCEPT_TURN`] for a concept.
     pub turns: &'a [u32],
     /// The PageRank transition.
     pub transition: &'a Transition,

@@ -1,6 +1,6 @@
 //! Each kernel family on its own, behind one trait with a CPU and a GPU implementation: what
 //! the parity tests and the benchmarks drive. The CPU side calls the engine's own reference
-//! code (`activation`, `retrieve::rank_order`, `graph::pagerank`), so a parity test compares
+//! code (`activation`, `score::rank_order`, `graph::pagerank`), so a parity test compares
 //! the GPU with exactly what the CPU engine computes.
 //!
 //! Inputs are batches over queries of one graph (`Vec` per query); the GPU runs each batch as
@@ -12,7 +12,7 @@ use crate::activation::{self, ActivationConfig, Spreading};
 use crate::embed::EMBEDDING_DIM;
 use crate::error::{Error, Result};
 use crate::graph::pagerank::Transition;
-use crate::retrieve::{CONCEPT_TURN, dense_score, dots, top_order};
+use crate::score::{CONCEPT_TURN, dense_score, dots, top_order};
 use rand::RngExt;
 
 use super::Gpu;

@@ -5,13 +5,12 @@
 //! ([`beam`]), parses their dates ([`time`]), repairs and resolves the questions' gold evidence
 //! ([`evidence`]), and refuses input it cannot trust with an error that names the file and the
 //! place. The loaders must not embed text or store anything: what they return is plain data for
-//! `embed` and `store` to take from there. (`pipeline`, which runs a whole ingest on top of the
-//! loaders, is the one submodule that drives those stages.)
+//! `embed` and `store` to take from there (`crate::pipeline` runs a whole ingest on top of
+//! them).
 
 pub mod beam;
 pub mod evidence;
 pub mod locomo;
-pub mod pipeline;
 pub mod time;
 
 use std::cmp::Ordering;

@@ -331,7 +331,7 @@ mod avx2 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::retrieve::dot;
+    use crate::score::dot;
     use proptest::prelude::*;
     use rand::SeedableRng;
     use rand::rngs::StdRng;

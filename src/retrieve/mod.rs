@@ -26,6 +26,9 @@ use crate::gpu::ranker::{RankSettings, Ranked};
 use crate::graph::pagerank::Transition;
 use crate::graph::{EdgeKind, Graph, NodeRef};
 use crate::parallel::select_top;
+use crate::score::{
+    CONCEPT_TURN, dense_score, dot, dots, hybrid, initial_activation, rank_order, similarity, top_order,
+};
 use crate::store::Episode;
 use bm25::{Analyzer, Bm25Index};
 use index::{DenseIndex, IndexConfig};
@@ -603,7 +606,7 @@ impl Memory {
         let sim = if w == 0.0 || max == 0.0 {
             dense.clone()
         } else {
-            dense.iter().zip(&bm25).map(|(d, b)| (1.0 - w) * d + w * b / max).collect()
+            dense.iter().zip(&bm25).map(|(&d, &b)| similarity(d, b, max, w)).collect()
         };
         Base { dense, bm25, sim }
     }
@@ -778,7 +781,8 @@ impl Memory {
                 episodes,
                 cosine,
                 bm25,
-                similarity: if max_bm25 > 0.0 { (1.0 - w) * cosine + w * bm25 } else { cosine },
+                // `bm25` is already divided by the largest score, hence the maximum of 1.
+                similarity: similarity(cosine, bm25, if max_bm25 > 0.0 { 1.0 } else { 0.0 }, w),
                 ranked,
                 rank,
                 via_concept,
@@ -857,14 +861,14 @@ impl Memory {
         let relevance = model.score(&candidates, &query.embedding, &embeddings)?;
         let weight = self.config.gnn.weight.unwrap_or(model.card.weight) * self.cold_start();
         let scores: Vec<f32> = r.hits.iter().map(|h| h.signals.score).collect();
-        let order = crate::gnn::relevance::rerank(&scores, &relevance[..r.hits.len()], weight);
+        let order = crate::score::rerank(&scores, &relevance[..r.hits.len()], weight);
         let hits = std::mem::take(&mut r.hits);
         r.hits = order
             .into_iter()
             .map(|i| {
                 let mut h = hits[i].clone();
                 h.signals.relevance = Some(relevance[i]);
-                h.signals.score = crate::gnn::relevance::combined(scores[i], relevance[i], weight);
+                h.signals.score = crate::score::combined(scores[i], relevance[i], weight);
                 h
             })
             .collect();
@@ -1070,10 +1074,8 @@ impl Memory {
         self.bm25.score_into(&query.terms, &mut bm25);
         let max = bm25.iter().copied().fold(0.0f32, f32::max);
         let w = c.lexical_weight;
-        // The same expression as `base`, so a scored node's score is the scan's to the bit.
-        let sim = |dense: f32, i: usize| {
-            if w == 0.0 || max == 0.0 { dense } else { (1.0 - w) * dense + w * bm25[i] / max }
-        };
+        // The same rule as `base`, so a scored node's score is the scan's to the bit.
+        let sim = |dense: f32, i: usize| similarity(dense, bm25[i], max, w);
         // Bounds and exact values of the dense score, as `base` computes it.
         let dense_bound = self.discounted(bounds);
         let mut known = vec![f32::NAN; n];
@@ -1085,12 +1087,11 @@ impl Memory {
             if x.is_nan() { self.node_dense(i, query) } else { x }
         };
         let a0: Vec<(u32, f32)> =
-            anchors.iter().map(|&i| (i, (c.alpha * sim(dense_of(i), i as usize)).max(0.0))).collect();
+            anchors.iter().map(|&i| (i, initial_activation(c.alpha, sim(dense_of(i), i as usize)))).collect();
         let a = self.activate(mode, &a0, None);
         let pagerank = |i: usize| if mode == Mode::NoGraph { 0.0 } else { self.graph.pagerank[i] };
-        let hybrid = |dense: f32, i: usize| {
-            c.lambda_similarity * sim(dense, i) + c.lambda_activation * a[i] + c.lambda_pagerank * pagerank(i)
-        };
+        let lambdas = [c.lambda_similarity, c.lambda_activation, c.lambda_pagerank];
+        let hybrid = |dense: f32, i: usize| hybrid(lambdas, sim(dense, i), a[i], pagerank(i));
         let bound: Vec<f32> =
             (0..n).map(|i| hybrid(if known[i].is_nan() { dense_bound[i] } else { known[i] }, i)).collect();
         let score = |i: u32| hybrid(dense_of(i), i as usize);
@@ -1194,7 +1195,7 @@ impl Memory {
                 let anchors = self.anchors(base);
                 let mut teleport = vec![0.0f64; n];
                 for &a in &anchors {
-                    teleport[a as usize] = (self.config.alpha * base.sim[a as usize]).max(0.0) as f64 + 1e-6;
+                    teleport[a as usize] = initial_activation(self.config.alpha, base.sim[a as usize]) as f64 + 1e-6;
                 }
                 let ppr = self.transition.rank(self.config.ppr_damping as f64, Some(&teleport));
                 let scores: Vec<f32> = ppr.iter().map(|&p| (p * n as f64) as f32).collect();
@@ -1207,15 +1208,12 @@ impl Memory {
             _ => {
                 let anchors = self.anchors(base);
                 let a0: Vec<(u32, f32)> =
-                    anchors.iter().map(|&i| (i, (self.config.alpha * base.sim[i as usize]).max(0.0))).collect();
+                    anchors.iter().map(|&i| (i, initial_activation(self.config.alpha, base.sim[i as usize]))).collect();
                 let a = self.activate(mode, &a0, trace);
                 let c = &self.config;
                 let pagerank: Vec<f32> = if mode == Mode::NoGraph { vec![0.0; n] } else { self.graph.pagerank.clone() };
-                let scores: Vec<f32> = (0..n)
-                    .map(|i| {
-                        c.lambda_similarity * base.sim[i] + c.lambda_activation * a[i] + c.lambda_pagerank * pagerank[i]
-                    })
-                    .collect();
+                let lambdas = [c.lambda_similarity, c.lambda_activation, c.lambda_pagerank];
+                let scores: Vec<f32> = (0..n).map(|i| hybrid(lambdas, base.sim[i], a[i], pagerank[i])).collect();
                 let (hits, top) = self.rank_hits(&scores, true, true, &|i| scores[i as usize], &|i, s| {
                     signals(i, s, Some(a[i]), Some(pagerank[i]))
                 });
@@ -1327,18 +1325,6 @@ pub const SPARSE_NODES: usize = 4_096;
 /// ([`Memory::retrieve_many`]): 16 queries' bounds of a 10M-token memory are 3.8 MB.
 pub const BOUNDS_GROUP: usize = 16;
 
-/// [`Memory`]'s turn of a concept node in the GPU walk's column: no turn.
-pub const CONCEPT_TURN: u32 = u32::MAX;
-
-/// The dense score of node `i` whose cosine (or a bound of it) is `cosine` and whose turn's
-/// first passage is node `turn` ([`CONCEPT_TURN`] for a concept): `cosine − discount` for a
-/// turn's later passage, `cosine` otherwise (see [`RetrieveConfig::passage_discount`];
-/// `dense_scan` in shaders/similarity.wgsl is the GPU's twin).
-#[inline]
-pub fn dense_score(i: usize, cosine: f32, turn: u32, discount: f32) -> f32 {
-    if turn != i as u32 && turn != CONCEPT_TURN { cosine - discount } else { cosine }
-}
-
 /// Per episode (conversation order): the episode holding its turn's first passage, itself for
 /// a whole turn or one whose first passage is not stored.
 fn turn_starts(episodes: &[Episode]) -> Vec<u32> {
@@ -1383,56 +1369,9 @@ fn node_importance(graph: &Graph) -> Vec<f32> {
     degree.iter().map(|&d| if max > 0.0 { (1.0 + d as f32).ln() / max } else { 0.0 }).collect()
 }
 
-/// Node ids by descending score, ties by ascending id; NaN and −∞ last.
-pub fn rank_order(scores: &[f32]) -> Vec<u32> {
-    let mut order: Vec<u32> = (0..scores.len() as u32).collect();
-    order.sort_by(|&a, &b| scores[b as usize].total_cmp(&scores[a as usize]).then(a.cmp(&b)));
-    order
-}
-
-/// The first `k` node ids of [`rank_order`], without sorting the rest.
-pub fn top_order(scores: &[f32], k: usize) -> Vec<u32> {
-    select_top(scores, k).0
-}
-
 /// The first word of a speaker's name, lower case ("Caroline", "Dr. Ann Lee" → "dr").
 fn first_name(speaker: &str) -> String {
     speaker.split(|c: char| !c.is_alphanumeric()).find(|w| !w.is_empty()).unwrap_or("").to_lowercase()
-}
-
-/// Dot product with eight independent accumulators, so the compiler can vectorise it (a single
-/// running sum is a serial chain of additions: 3.5× slower on the query path, measured).
-#[inline(always)]
-pub fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0.0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
-    for (x, y) in ca.zip(cb) {
-        for k in 0..8 {
-            acc[k] += x[k] * y[k];
-        }
-    }
-    acc.iter().sum::<f32>() + tail
-}
-
-/// `dot(row, query)` for every row of `rows` (`n × EMBEDDING_DIM`): the same sums in the same
-/// order, so the same values, across threads for a large memory
-/// ([`crate::parallel::fill_nodes`]).
-pub fn dots(rows: &[f32], query: &[f32]) -> Vec<f32> {
-    let mut out = vec![0.0f32; rows.len() / EMBEDDING_DIM];
-    crate::parallel::fill_nodes(&mut out, |first, piece| {
-        dots_into(&rows[first * EMBEDDING_DIM..(first + piece.len()) * EMBEDDING_DIM], query, piece)
-    });
-    out
-}
-
-/// [`dots`] of some rows into `out`, compiled also for AVX2 and picked at run time (a scan
-/// reads every embedding; the wider vectors keep it at memory speed).
-#[multiversion::multiversion(targets("x86_64+avx2"))]
-fn dots_into(rows: &[f32], query: &[f32], out: &mut [f32]) {
-    for (o, v) in out.iter_mut().zip(rows.chunks_exact(EMBEDDING_DIM)) {
-        *o = dot(v, query);
-    }
 }
 
 /// The error for a node whose embedding is not `EMBEDDING_DIM` values.
@@ -1469,8 +1408,8 @@ fn node_rows(conversation: &str, episodes: &[Episode], graph: &Graph, from: usiz
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::SeedableRng;
     use rand::rngs::StdRng;
-    use rand::{RngExt, SeedableRng};
 
     #[test]
     fn a_memory_extended_write_by_write_is_the_memory_built_at_once() {
@@ -1512,18 +1451,5 @@ mod tests {
             memory = Some(grown);
         }
         assert_eq!(memory.map(|m| m.episodes.len()), Some(60));
-    }
-
-    #[test]
-    fn a_scan_split_across_threads_gives_each_row_its_dot_product() {
-        let n = crate::parallel::PARALLEL_NODES + 333;
-        let mut rng = StdRng::seed_from_u64(9);
-        let rows: Vec<f32> = (0..n * EMBEDDING_DIM).map(|_| rng.random_range(-0.1..0.1f32)).collect();
-        let q: Vec<f32> = (0..EMBEDDING_DIM).map(|_| rng.random_range(-0.1..0.1f32)).collect();
-        let scan = dots(&rows, &q);
-        assert_eq!(scan.len(), n);
-        for (i, &x) in scan.iter().enumerate() {
-            assert_eq!(x.to_bits(), dot(&rows[i * EMBEDDING_DIM..(i + 1) * EMBEDDING_DIM], &q).to_bits(), "row {i}");
-        }
     }
 }

@@ -43,7 +43,7 @@ use crate::embed::{EMBEDDING_DIM, Embedder};
 use crate::error::{Error, Result};
 use crate::graph::build::LabelEmbedder;
 use crate::graph::{GraphBuilder, labels_of};
-use crate::ingest::pipeline::stored_memory;
+use crate::pipeline::stored_memory;
 use crate::retrieve::engine::{Choice, choose};
 use crate::retrieve::{Memory, Retrieval};
 use crate::store::{ConversationSummary, Episode, HistoryEvent, Store, Table, Writer};

@@ -6,7 +6,8 @@
 use myelin::config::Config;
 use myelin::embed::Embedder;
 use myelin::gpu::{Backend, GpuConfig, test_gpu};
-use myelin::ingest::{LoadOptions, load_demo, load_path, pipeline::in_memory};
+use myelin::ingest::{LoadOptions, load_demo, load_path};
+use myelin::pipeline::in_memory;
 use myelin::retrieve::engine::Engine;
 use myelin::retrieve::{Memory, Mode, Query, Retrieval, bm25::Analyzer};
 

@@ -270,7 +270,8 @@ fn locomo_eval_reports_every_mode_and_the_graph_helps() {
 fn batches_equal_single_queries_and_runs_repeat_exactly() {
     use myelin::config::Config;
     use myelin::embed::Embedder;
-    use myelin::ingest::{load_demo, pipeline::in_memory};
+    use myelin::ingest::load_demo;
+    use myelin::pipeline::in_memory;
     use myelin::retrieve::{Mode, Query, bm25::Analyzer};
 
     let config = Config::default();
@@ -323,7 +324,8 @@ struct RealMemory {
 fn small_real_memories() -> Option<(myelin::config::Config, Vec<RealMemory>)> {
     use myelin::config::Config;
     use myelin::embed::Embedder;
-    use myelin::ingest::{LoadOptions, load_path, pipeline::in_memory};
+    use myelin::ingest::{LoadOptions, load_path};
+    use myelin::pipeline::in_memory;
 
     let data = datasets()?;
     let config = Config::default();
@@ -416,7 +418,8 @@ fn indexed_retrieval_equals_the_scan() {
 #[test]
 fn sparse_spreading_equals_spreading_over_every_node() {
     use myelin::activation::{self, ActivationConfig, Resting, Spreading};
-    use myelin::retrieve::{Memory, Mode, Query, bm25::Analyzer, dot, top_order};
+    use myelin::retrieve::{Memory, Mode, Query, bm25::Analyzer};
+    use myelin::score::{dot, top_order};
 
     let Some((config, memories)) = small_real_memories() else { return };
     let one_step = ActivationConfig { steps: 1, ..ActivationConfig::default() };

@@ -1,4 +1,5 @@
-//! Repository hygiene: every Rust file opens with a `//!` header saying what it owns.
+//! Repository hygiene: every Rust file opens with a `//!` header saying what it owns, and the
+//! library's imports keep to the layer order of ARCHITECTURE.md with no circle of files.
 
 use super::common::root;
 
@@ -29,4 +30,214 @@ fn every_rust_file_starts_with_a_module_doc() {
         .map(|p| p.display().to_string())
         .collect();
     assert!(missing.is_empty(), "files without a //! header: {missing:?}");
+}
+
+/// The layer table of ARCHITECTURE.md ("## Layers"): module → layer, from its rows
+/// `| N | module, module | … |`.
+fn layers() -> std::collections::BTreeMap<String, u32> {
+    let text = std::fs::read_to_string(root().join("ARCHITECTURE.md")).expect("read ARCHITECTURE.md");
+    let section = text.split("\n## Layers").nth(1).expect("ARCHITECTURE.md has a '## Layers' section");
+    let section = section.split("\n## ").next().unwrap_or(section);
+    let mut layers = std::collections::BTreeMap::new();
+    for row in section.lines().filter(|l| l.starts_with('|')) {
+        let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
+        let Some(Ok(layer)) = cells.first().map(|c| c.parse::<u32>()) else { continue };
+        for module in cells.get(1).expect("a modules cell").split(',') {
+            let module = module.trim().trim_matches('`');
+            assert!(layers.insert(module.to_string(), layer).is_none(), "{module} is in two layers");
+        }
+    }
+    layers
+}
+
+/// The module path of a library file: `src/a/b.rs` → `[a, b]`, `src/a/mod.rs` → `[a]`.
+fn module_of(src: &std::path::Path, file: &std::path::Path) -> Vec<String> {
+    let rel = file.strip_prefix(src).expect("under src").with_extension("");
+    let mut path: Vec<String> = rel.iter().map(|s| s.to_string_lossy().into_owned()).collect();
+    if path.last().is_some_and(|s| s == "mod") {
+        path.pop();
+    }
+    path
+}
+
+/// The file that holds the deepest module named by the start of `path` (crate-relative).
+fn file_of(src: &std::path::Path, path: &[String]) -> Option<std::path::PathBuf> {
+    let (mut dir, mut found) = (src.to_path_buf(), None);
+    for segment in path {
+        let (file, module) = (dir.join(format!("{segment}.rs")), dir.join(segment).join("mod.rs"));
+        if file.is_file() {
+            found = Some(file);
+        } else if module.is_file() {
+            found = Some(module);
+        } else {
+            break;
+        }
+        dir = dir.join(segment);
+    }
+    found
+}
+
+/// The paths a `use` tree names, each as its segments: `a::{b, c::{d, e}}` → a::b, a::c::d, a::c::e.
+fn expand_use(tree: &str) -> Vec<Vec<String>> {
+    fn split_top(s: &str) -> Vec<&str> {
+        let (mut parts, mut depth, mut start) = (Vec::new(), 0, 0);
+        for (i, c) in s.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    parts.push(&s[start..i]);
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        parts.push(&s[start..]);
+        parts
+    }
+    let tree = tree.trim();
+    match tree.find('{') {
+        None => {
+            let path = tree.split(" as ").next().unwrap_or(tree);
+            vec![path.split("::").map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()]
+        }
+        Some(open) => {
+            let prefix: Vec<String> =
+                tree[..open].split("::").map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
+            let inner = &tree[open + 1..tree.rfind('}').unwrap_or(tree.len())];
+            split_top(inner)
+                .into_iter()
+                .filter(|p| !p.trim().is_empty())
+                .flat_map(|p| expand_use(p))
+                .map(|rest| prefix.iter().cloned().chain(rest).collect())
+                .collect()
+        }
+    }
+}
+
+/// Every library file under `src/` (the binary's `main.rs` and `cli/` aside) with the files it
+/// imports: `use` trees and inline `crate::…` paths, outside `#[cfg(test)]` modules.
+fn library_imports() -> Vec<(std::path::PathBuf, std::collections::BTreeSet<std::path::PathBuf>)> {
+    let src = root().join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.retain(|f| f != &src.join("main.rs") && f != &src.join("lib.rs") && !f.starts_with(src.join("cli")));
+    files.sort();
+    files
+        .into_iter()
+        .map(|file| {
+            let text = std::fs::read_to_string(&file).expect("read");
+            let code = text.split("#[cfg(test)]").next().unwrap_or(&text);
+            let here = module_of(&src, &file);
+            let children: Vec<String> = code
+                .lines()
+                .filter_map(|l| l.trim().strip_prefix("pub mod ").or_else(|| l.trim().strip_prefix("mod ")))
+                .map(|l| l.trim_end_matches(';').trim().to_string())
+                .collect();
+            let absolute = |path: Vec<String>| -> Option<Vec<String>> {
+                let first = path.first()?.as_str();
+                Some(match first {
+                    "crate" => path[1..].to_vec(),
+                    "super" => {
+                        let ups = path.iter().take_while(|s| *s == "super").count();
+                        let base = &here[..here.len().saturating_sub(ups)];
+                        base.iter().chain(&path[ups..]).cloned().collect()
+                    }
+                    "self" => here.iter().cloned().chain(path[1..].iter().cloned()).collect(),
+                    _ if children.iter().any(|c| c == first) => here.iter().cloned().chain(path).collect(),
+                    _ => return None,
+                })
+            };
+            let mut paths: Vec<Vec<String>> = Vec::new();
+            for statement in code.split(';') {
+                let s = statement.trim_start();
+                let s = s.strip_prefix("pub(crate) ").or_else(|| s.strip_prefix("pub ")).unwrap_or(s);
+                if let Some(tree) = s.strip_prefix("use ") {
+                    paths.extend(expand_use(tree));
+                }
+            }
+            paths.extend(crate_paths(code));
+            let targets = paths
+                .into_iter()
+                .filter_map(absolute)
+                .filter_map(|p| file_of(&src, &p))
+                .filter(|t| t != &file)
+                .collect();
+            (file, targets)
+        })
+        .collect()
+}
+
+/// Inline `crate::a::b` paths in code (outside `use` statements too).
+fn crate_paths(code: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    for (at, _) in code.match_indices("crate::") {
+        let rest = &code[at..];
+        let end = rest.find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':')).unwrap_or(rest.len());
+        out.push(rest[..end].split("::").filter(|s| !s.is_empty()).map(str::to_string).collect());
+    }
+    out
+}
+
+#[test]
+fn every_import_keeps_to_the_layer_order_of_architecture_md_and_no_files_import_each_other_in_a_circle() {
+    let src = root().join("src");
+    let layers = layers();
+    assert!(layers.len() >= 10, "the layer table names only {} modules", layers.len());
+    let imports = library_imports();
+    let unit = |file: &std::path::Path| module_of(&src, file).first().cloned().unwrap_or_default();
+    let mut against = Vec::new();
+    for (file, targets) in &imports {
+        let from = unit(file);
+        let Some(&low) = layers.get(&from) else {
+            panic!("module {from} ({}) is in no layer of ARCHITECTURE.md", file.display())
+        };
+        for t in targets {
+            let to = unit(t);
+            let Some(&high) = layers.get(&to) else { panic!("module {to} is in no layer of ARCHITECTURE.md") };
+            if high > low {
+                against.push(format!("{} (layer {low}) imports {} (layer {high})", file.display(), t.display()));
+            }
+        }
+    }
+    assert!(against.is_empty(), "imports against the layer order:\n{}", against.join("\n"));
+    // No circle of files: a depth-first search for a back edge.
+    let graph: std::collections::BTreeMap<_, _> = imports.iter().map(|(f, t)| (f.clone(), t.clone())).collect();
+    fn visit(
+        node: &std::path::PathBuf,
+        graph: &std::collections::BTreeMap<std::path::PathBuf, std::collections::BTreeSet<std::path::PathBuf>>,
+        state: &mut std::collections::BTreeMap<std::path::PathBuf, bool>,
+        stack: &mut Vec<std::path::PathBuf>,
+    ) -> Option<Vec<std::path::PathBuf>> {
+        match state.get(node) {
+            Some(true) => return None,
+            Some(false) => {
+                let at = stack.iter().position(|n| n == node).unwrap_or(0);
+                return Some(stack[at..].to_vec());
+            }
+            None => {}
+        }
+        state.insert(node.clone(), false);
+        stack.push(node.clone());
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(circle) = visit(next, graph, state, stack) {
+                return Some(circle);
+            }
+        }
+        stack.pop();
+        state.insert(node.clone(), true);
+        None
+    }
+    let mut state = std::collections::BTreeMap::new();
+    for node in graph.keys() {
+        let circle = visit(node, &graph, &mut state, &mut Vec::new());
+        assert!(circle.is_none(), "files that import each other in a circle: {circle:?}");
+    }
+    // The check sees imports: the known arrows are there.
+    let has = |from: &str, to: &str| graph.get(&src.join(from)).is_some_and(|t| t.contains(&src.join(to)));
+    assert!(
+        has("retrieve/mod.rs", "score.rs")
+            && has("gpu/kernels.rs", "score.rs")
+            && has("retrieve/mod.rs", "retrieve/bm25.rs")
+    );
 }

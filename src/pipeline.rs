@@ -1,9 +1,10 @@
-//! The ingest run: load conversations, embed their turns in chunks, write them into the store
-//! as one transaction, and report what happened.
+//! The ingest pipeline and the memory openers: load conversations, embed their turns in
+//! chunks, build their graphs, write them into the store as one transaction, and report what
+//! happened; and open a stored (or in-memory) conversation as a `retrieve::Memory`.
 //!
 //! All input is parsed and validated before the store is touched; the store changes only when
 //! the whole run succeeds (see `store`). This file must not parse formats itself (the loaders
-//! do) nor know the on-disk schema (the store does).
+//! in `ingest` do) nor know the on-disk schema (the store does).
 
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
@@ -14,17 +15,14 @@ use chrono::{DateTime, Utc};
 use indicatif::ProgressBar;
 use serde::Serialize;
 
-use super::{Loaded, load_path};
 use crate::config::{Config, IngestConfig};
 use crate::conversation::{Conversation, PASSAGE_MARK, Session, Turn, turn_of};
 use crate::embed::{EMBEDDING_DIM, Embedder};
 use crate::error::{Error, Result};
 use crate::graph::{Graph, GraphConfig, build_graph};
+use crate::ingest::{Loaded, load_path};
 use crate::retrieve::Memory;
 use crate::store::{Episode, Store, WriteTxn, Writer};
-
-/// Turns embedded and appended per Lance write: bounds memory by this, not by the history.
-pub const DEFAULT_CHUNK_TURNS: usize = 2048;
 
 /// What an ingest run did.
 #[derive(Debug, Clone, Serialize)]
