@@ -45,7 +45,7 @@ pub struct ActivationConfig {
     /// Divide what a node sends by its out-degree (the fan effect) (default true).
     pub fan_effect: bool,
     /// Lateral inhibition by the M highest potentials (default 50; the paper's 7 with β 0.15
-    /// cost 7 points of recall@10 on the tuning conversations, see README).
+    /// cost 7 points of recall@10 on the tuning conversations, see docs/design.md).
     pub inhibition_top_m: usize,
     /// Inhibition strength β (default 0.02; the paper's 0.15, see `inhibition_top_m`).
     pub inhibition_beta: f32,

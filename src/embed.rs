@@ -212,7 +212,7 @@ impl Embedder {
     /// the cores to every other thread of the process: on Linux they run at nice
     /// [`BACKGROUND_NICE`], so that the scheduler gives a foreground thread about 98% of a core
     /// they compete for. The serving API's writer embeds with it, so a long message never makes
-    /// a search wait (measured: README, Serving). Elsewhere the threads run as any other.
+    /// a search wait (measured: docs/serving.md, "Load"). Elsewhere the threads run as any other.
     pub fn background(&self) -> Result<Embedder> {
         let threads = self.threads();
         Ok(Embedder {
@@ -259,7 +259,7 @@ impl Embedder {
         // work between the matrix products (softmax, layer norm, GELU, pooling) keeps every
         // core busy too. With `CANDLE_NUM_THREADS=1` (the binary sets it) candle does that work
         // on the calling thread instead of waking its spinning barrier pool, which on a small
-        // machine competes with the batches for the same cores (measured: README, Embeddings).
+        // machine competes with the batches for the same cores (measured: docs/ingest.md, "Embeddings").
         // Fewer texts than a batch per thread (a batch of queries): split them evenly over the
         // threads rather than leave a thread idle beside one full batch.
         let size = self.batch_size.min(order.len().div_ceil(self.threads()).max(1));

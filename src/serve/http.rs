@@ -157,13 +157,13 @@ async fn history(State(s): State<Service>, Path(id): Path<String>) -> Answer {
 }
 
 async fn fallback() -> ApiError {
-    ApiError(StatusCode::NOT_FOUND, "no such route (see the README for the API)".into())
+    ApiError(StatusCode::NOT_FOUND, "no such route (see docs/serving.md for the API)".into())
 }
 
 async fn method_not_allowed(request: Request) -> ApiError {
     ApiError(
         StatusCode::METHOD_NOT_ALLOWED,
-        format!("{} is not allowed on {} (see the README for the API)", request.method(), request.uri().path()),
+        format!("{} is not allowed on {} (see docs/serving.md for the API)", request.method(), request.uri().path()),
     )
 }
 
