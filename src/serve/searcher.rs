@@ -19,7 +19,8 @@ use std::sync::mpsc;
 
 use tokio::sync::oneshot;
 
-use super::{Counters, SearchRequest, SearchResult};
+use super::api::{SearchRequest, SearchResult, answer, batch_failed};
+use super::state::Counters;
 use crate::embed::{EMBEDDING_DIM, Embedder};
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
@@ -190,9 +191,9 @@ impl Thread {
                 Ok(all) => searches
                     .iter()
                     .zip(all.by_ref())
-                    .map(|(s, r)| r.map(|r| super::answer(&s.request, &s.memory, &r)))
+                    .map(|(s, r)| r.map(|r| answer(&s.request, &s.memory, &r)))
                     .collect(),
-                Err(e) => super::batch_failed(searches.len(), e),
+                Err(e) => batch_failed(searches.len(), e),
             };
             // A client that went away no longer waits for its answer.
             let _ = reply.send(answer);

@@ -1,0 +1,277 @@
+//! What retrieval is asked to do: the [`Mode`]s (their CLI names) and the [`RetrieveConfig`]
+//! every mode reads, with its defaults and checks. Must not retrieve.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::bm25;
+use super::index::IndexConfig;
+use crate::activation::ActivationConfig;
+use crate::error::{Error, Result};
+use crate::gpu::layout::MAX_LIST;
+use crate::gpu::ranker::RankSettings;
+
+/// A retrieval mode; the names are the CLI values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// MiniLM cosine only.
+    Dense,
+    /// BM25 only.
+    Bm25,
+    /// Reciprocal-rank fusion of dense and BM25.
+    Rrf,
+    /// 0.5·dense + 0.3·BM25 + 0.2·importance (Mnemosyne).
+    Linear,
+    /// Personalised PageRank from the anchors over the memory graph (HippoRAG style).
+    Ppr,
+    /// The full method.
+    Synapse,
+    /// Synapse with the learned GraphSAGE relevance as a fourth signal, reranking its result.
+    SynapseGnn,
+    /// Synapse without lateral inhibition (β = 0).
+    NoInhibition,
+    /// Synapse without the fan effect (fan = 1).
+    NoFan,
+    /// Synapse without decay (δ = 0).
+    NoDecay,
+    /// Synapse without edges (no propagation, no PageRank).
+    NoGraph,
+}
+
+impl Mode {
+    /// Every mode, in report order.
+    pub const ALL: [Mode; 11] = [
+        Mode::Dense,
+        Mode::Bm25,
+        Mode::Rrf,
+        Mode::Linear,
+        Mode::Ppr,
+        Mode::Synapse,
+        Mode::SynapseGnn,
+        Mode::NoInhibition,
+        Mode::NoFan,
+        Mode::NoDecay,
+        Mode::NoGraph,
+    ];
+
+    /// CLI name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Dense => "dense",
+            Mode::Bm25 => "bm25",
+            Mode::Rrf => "rrf",
+            Mode::Linear => "linear",
+            Mode::Ppr => "ppr",
+            Mode::Synapse => "synapse",
+            Mode::SynapseGnn => "synapse-gnn",
+            Mode::NoInhibition => "no-inhibition",
+            Mode::NoFan => "no-fan",
+            Mode::NoDecay => "no-decay",
+            Mode::NoGraph => "no-graph",
+        }
+    }
+
+    /// Parses a CLI name.
+    pub fn parse(s: &str) -> Result<Mode> {
+        Mode::ALL.into_iter().find(|m| m.as_str() == s).ok_or_else(|| {
+            let names: Vec<&str> = Mode::ALL.iter().map(|m| m.as_str()).collect();
+            Error::InvalidArgument(format!("unknown mode '{s}' (one of: {})", names.join(", ")))
+        })
+    }
+
+    /// Synapse or one of its ablations: runs the activation dynamics, gated by activation.
+    pub fn is_synapse(self) -> bool {
+        matches!(
+            self,
+            Mode::Synapse | Mode::SynapseGnn | Mode::NoInhibition | Mode::NoFan | Mode::NoDecay | Mode::NoGraph
+        )
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Retrieval settings; defaults are the paper's unless stated.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetrieveConfig {
+    /// Episodes returned, k (default 30).
+    pub top_k: usize,
+    /// Anchors taken from each trigger: the top nodes by BM25 and by dense similarity (default 10).
+    pub anchor_k: usize,
+    /// Scale of the initial activation, `a(0) = α·max(0, sim)` on anchors (default 2; the
+    /// paper's 1 leaves most anchors under the sigmoid's threshold θ after one step).
+    pub alpha: f32,
+    /// Share of lexical evidence in `sim`, w: the similarity that seeds anchors and enters the
+    /// hybrid score is `(1 − w)·cosine + w·BM25 / max BM25 of the query` (default 0.7; the
+    /// paper's cosine-only similarity, w = 0, lost 21 points of recall@10 on the tuning
+    /// conversations, where MiniLM alone is the weakest signal).
+    pub lexical_weight: f32,
+    /// Weight of the similarity in the hybrid score, λ1 (default 0.6; the paper's 0.5).
+    pub lambda_similarity: f32,
+    /// Weight of activation, λ2 (default 0.4; the paper's 0.3).
+    pub lambda_activation: f32,
+    /// Weight of PageRank (divided by its maximum), λ3 (default 0; the paper's 0.2 favours hub
+    /// concepts and cost 1–3 points of recall@10 on the tuning conversations).
+    pub lambda_pagerank: f32,
+    /// Reject when the activation of the top-ranked node is under this, τ_gate (default 0.12).
+    /// Applies to `synapse` and its ablations; the baselines have no gate unless calibrated.
+    pub gate_threshold: f32,
+    /// Let a concept node in the ranking stand for its best-scoring episode not yet returned
+    /// (default true, as the paper); when false only episode nodes are ranked.
+    pub concepts_in_results: bool,
+    /// Let concept nodes be anchors (default true, as the paper); when false only episodes are
+    /// anchors, and concepts gain activation only through the episodes that anchor.
+    pub concept_anchors: bool,
+    /// Subtracted from the cosine of every passage of a long turn after its first, wherever the
+    /// cosine enters (dense anchors, the similarity, the baselines' dense score; default 0.15).
+    /// A turn's later passages are mostly code, tables and lists that match many queries a
+    /// little: without it they took half of the dense top-10 slots on BEAM and brought a tenth
+    /// of the evidence found. The paper stores short turns whole, so it has no such term; a
+    /// memory without passages (LoCoMo) is not changed by it.
+    pub passage_discount: f32,
+    /// Multiply the confidence by the speaker agreement when the query names one speaker of
+    /// the conversation: the best returned episode that speaker said, relative to the best
+    /// (default true). Adversarial LoCoMo questions ask about one speaker what the other said.
+    pub speaker_check: bool,
+    /// The RRF constant (default 60).
+    pub rrf_k: f32,
+    /// Importance of a turn in the `linear` mode: turns carry no user-assigned importance, so
+    /// every turn gets this value (default 0.5) and the term does not change the order.
+    pub importance: f32,
+    /// Damping of the `ppr` baseline (default 0.85).
+    pub ppr_damping: f32,
+    /// BM25 k1 (default 1.2).
+    pub bm25_k1: f32,
+    /// BM25 b (default 0.75).
+    pub bm25_b: f32,
+    /// The activation dynamics.
+    pub activation: ActivationConfig,
+    /// The learned relevance signal of `synapse-gnn`.
+    pub gnn: GnnConfig,
+    /// The dense index of large memories (CPU retrieval in the synapse modes).
+    pub index: IndexConfig,
+}
+
+/// Settings of the learned relevance signal (`synapse-gnn`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GnnConfig {
+    /// Weights file, its card beside it as `<name>.json` (default: the model that ships with
+    /// Myelin, `models/gnn/relevance.safetensors`, built into the library).
+    pub weights: Option<PathBuf>,
+    /// Weight of the learned relevance in the score, λ4 (default: the weight the model's card
+    /// chose on its validation split).
+    pub weight: Option<f32>,
+    /// Episodes from which the learned signal is fully trusted: it enters the score scaled by
+    /// min(1, episodes / this), the seed's cold start (default 15).
+    pub cold_start_episodes: usize,
+}
+
+impl Default for GnnConfig {
+    fn default() -> Self {
+        GnnConfig { weights: None, weight: None, cold_start_episodes: 15 }
+    }
+}
+
+impl Default for RetrieveConfig {
+    fn default() -> Self {
+        RetrieveConfig {
+            top_k: 30,
+            anchor_k: 10,
+            alpha: 2.0,
+            lexical_weight: 0.7,
+            lambda_similarity: 0.6,
+            lambda_activation: 0.4,
+            lambda_pagerank: 0.0,
+            gate_threshold: 0.12,
+            concepts_in_results: true,
+            concept_anchors: true,
+            passage_discount: 0.15,
+            speaker_check: true,
+            rrf_k: 60.0,
+            importance: 0.5,
+            ppr_damping: 0.85,
+            bm25_k1: bm25::DEFAULT_K1,
+            bm25_b: bm25::DEFAULT_B,
+            activation: ActivationConfig::default(),
+            gnn: GnnConfig::default(),
+            index: IndexConfig::default(),
+        }
+    }
+}
+
+impl RetrieveConfig {
+    /// Rejects settings retrieval cannot run with.
+    pub fn validate(&self) -> Result<()> {
+        if self.top_k == 0 {
+            return Err(Error::InvalidArgument("top_k must be at least 1".into()));
+        }
+        if !(0.0..=1.0).contains(&self.lexical_weight) {
+            return Err(Error::InvalidArgument(format!("lexical_weight {} is not in [0, 1]", self.lexical_weight)));
+        }
+        if !(self.passage_discount.is_finite() && self.passage_discount >= 0.0) {
+            return Err(Error::InvalidArgument(format!(
+                "passage_discount {} is not a finite non-negative number",
+                self.passage_discount
+            )));
+        }
+        if !(0.0..1.0).contains(&self.ppr_damping) {
+            return Err(Error::InvalidArgument(format!("ppr_damping {} is not in [0, 1)", self.ppr_damping)));
+        }
+        if let Some(w) = self.gnn.weight
+            && !(w.is_finite() && w >= 0.0)
+        {
+            return Err(Error::InvalidArgument(format!("gnn.weight {w} is not a finite non-negative number")));
+        }
+        self.activation.validate()
+    }
+
+    /// The dynamics a synapse-family mode runs with.
+    pub fn activation_for(&self, mode: Mode) -> ActivationConfig {
+        let mut a = self.activation.clone();
+        match mode {
+            Mode::NoInhibition => a.inhibition_beta = 0.0,
+            Mode::NoFan => a.fan_effect = false,
+            Mode::NoDecay => a.decay = 0.0,
+            _ => {}
+        }
+        a
+    }
+
+    /// The GPU settings of a synapse-family mode (`None` for the baselines, which run on the
+    /// CPU): the mode's dynamics, and enough of the ranking read back to hand over `top_k`
+    /// episodes as the CPU would.
+    pub fn rank_settings(&self, mode: Mode) -> Option<RankSettings> {
+        if !mode.is_synapse() {
+            return None;
+        }
+        let c = self;
+        let a = c.activation_for(mode);
+        Some(RankSettings {
+            steps: a.steps,
+            decay: a.decay,
+            beta: a.inhibition_beta,
+            top_m: a.inhibition_top_m,
+            gamma: a.sigmoid_gamma,
+            theta: a.sigmoid_theta,
+            alpha: c.alpha,
+            lexical_weight: c.lexical_weight,
+            lambdas: [c.lambda_similarity, c.lambda_activation, c.lambda_pagerank],
+            edges: mode != Mode::NoGraph,
+            no_fan: mode == Mode::NoFan,
+            pagerank: mode != Mode::NoGraph,
+            anchor_k: c.anchor_k,
+            out_k: (4 * c.top_k).max(c.top_k + 64).min(MAX_LIST),
+            top_k: c.top_k,
+            concepts: c.concepts_in_results,
+            concept_anchors: c.concept_anchors,
+            passage_discount: c.passage_discount,
+        })
+    }
+}

@@ -1,0 +1,56 @@
+//! Why each episode surfaced: anchors, activation per step, inhibition, the path from an
+//! anchor. Must not change what retrieval returns.
+
+use super::*;
+
+impl Memory {
+    /// Runs one query in a synapse mode and explains each returned episode's node.
+    pub fn explain(&self, query: &Query, mode: Mode) -> Result<(Retrieval, Vec<Explanation>)> {
+        let mut trace = Trace::default();
+        let base = self.base(query);
+        let r = self.learned(query, self.run(query, &base, mode, Some(&mut trace)))?;
+        if !mode.is_synapse() {
+            return Ok((r, Vec::new()));
+        }
+        let dense_rank = rank_order(&base.dense);
+        let bm25_rank = rank_order(&base.bm25);
+        let k = self.config.anchor_k;
+        let spreading = self.spreading_for(mode);
+        let decay = self.config.activation_for(mode).decay;
+        let explanations = r
+            .hits
+            .iter()
+            .map(|h| {
+                let i = h.node as usize;
+                let position = |order: &[u32]| order.iter().take(k).position(|&x| x as usize == i).map(|p| p + 1);
+                let mut path = vec![h.node];
+                let mut at = i;
+                for t in (0..trace.potential.len()).rev() {
+                    let a = &trace.activation[t];
+                    let kept = (1.0 - decay) * a[at];
+                    let best = spreading
+                        .in_edges(at)
+                        .map(|(j, c)| (j, c * a[j]))
+                        .max_by(|x, y| x.1.total_cmp(&y.1).then(y.0.cmp(&x.0)));
+                    if let Some((j, flow)) = best
+                        && flow > kept
+                    {
+                        at = j;
+                    }
+                    path.push(at as u32);
+                }
+                path.reverse();
+                path.dedup();
+                Explanation {
+                    node: h.node,
+                    dense_anchor_rank: position(&dense_rank).filter(|_| base.dense[i] > 0.0),
+                    bm25_anchor_rank: position(&bm25_rank).filter(|_| base.bm25[i] > 0.0),
+                    activation: trace.activation.iter().map(|a| a[i]).collect(),
+                    inhibition: trace.potential.iter().zip(&trace.inhibited).map(|(u, h)| u[i] - h[i]).collect(),
+                    path,
+                }
+            })
+            .collect();
+        Ok((r, explanations))
+    }
+}

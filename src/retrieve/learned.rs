@@ -1,0 +1,145 @@
+//! The learned relevance of `synapse-gnn`: the candidate subgraph of a result, its features'
+//! inputs, and the rerank by the GNN's signal. Must not train (that is `gnn::train`).
+
+use super::*;
+
+impl Memory {
+    /// The model behind `synapse-gnn`: the settings' weights file, or the shipped model.
+    /// Loaded on first use; a missing or mismatched file is an error, on every call.
+    pub fn relevance(&self) -> Result<&Arc<Relevance>> {
+        self.relevance
+            .get_or_init(|| {
+                Relevance::for_config(self.config.gnn.weights.as_deref()).map_err(|e| match e {
+                    Error::Model(m) => m,
+                    other => other.to_string(),
+                })
+            })
+            .as_ref()
+            .map_err(|e| Error::Model(e.clone()))
+    }
+
+    /// The candidate subgraph of a synapse-family result: its returned episodes in result
+    /// order, then the concepts that brought one of them, then up to [`LINKING_CONCEPTS`]
+    /// concepts linked to two or more of them (most links first); every graph edge between
+    /// two candidates, in both directions. Built only from what the result carries and the
+    /// query's lexical evidence, so the CPU and the GPU results give the same candidates.
+    pub fn candidates(&self, query: &Query, lexical: &Lexical, r: &Retrieval) -> Candidates {
+        let max_bm25 = lexical.entries.iter().map(|e| e.1).fold(0.0f32, f32::max);
+        let w = self.config.lexical_weight;
+        let named = self.named_speaker(query);
+        let mut local: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
+        let mut nodes: Vec<Candidate> = Vec::new();
+        let make = |node: u32, ranked: Option<(f32, f32)>, rank: Option<usize>, via_concept: bool| {
+            let i = node as usize;
+            let cosine = self.node_dense(node, query);
+            let bm25 = if max_bm25 > 0.0 { lexical.score(node) / max_bm25 } else { 0.0 };
+            let (concept, episodes, speaker) = match self.graph.nodes[i] {
+                NodeRef::Episode(e) => {
+                    let said = first_name(&self.episodes[e as usize].speaker);
+                    let speaker = named.as_ref().map_or(0.0, |s| if *s == said { 1.0 } else { -1.0 });
+                    (false, vec![e], speaker)
+                }
+                NodeRef::Concept(_) => {
+                    (true, self.concept_episodes[i].iter().map(|&n| self.episode_of(n)).collect(), 0.0)
+                }
+            };
+            Candidate {
+                node,
+                concept,
+                episodes,
+                cosine,
+                bm25,
+                // `bm25` is already divided by the largest score, hence the maximum of 1.
+                similarity: similarity(cosine, bm25, if max_bm25 > 0.0 { 1.0 } else { 0.0 }, w),
+                ranked,
+                rank,
+                via_concept,
+                pagerank: if r.mode == Mode::NoGraph { 0.0 } else { self.graph.pagerank[i] },
+                age: self.age[i],
+                importance: self.importance[i],
+                speaker,
+                anchor: r.anchors.binary_search(&node).is_ok(),
+            }
+        };
+        let signals = |h: &Hit| Some((h.signals.activation.unwrap_or(0.0), h.signals.score));
+        for (rank, h) in r.hits.iter().enumerate() {
+            let node = self.episode_nodes[h.episode as usize];
+            local.insert(node, nodes.len() as u32);
+            nodes.push(make(node, signals(h), Some(rank), h.node != node));
+        }
+        let hits = nodes.len();
+        for (rank, h) in r.hits.iter().enumerate() {
+            if let std::collections::hash_map::Entry::Vacant(slot) = local.entry(h.node) {
+                slot.insert(nodes.len() as u32);
+                nodes.push(make(h.node, signals(h), Some(rank), false));
+            }
+        }
+        let mut links: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
+        for c in &nodes[..hits] {
+            for e in self.graph.in_edges(c.node) {
+                if e.kind == EdgeKind::Abstraction && !local.contains_key(&e.src) {
+                    *links.entry(e.src).or_default() += 1;
+                }
+            }
+        }
+        let mut linking: Vec<(u32, u32)> = links.into_iter().filter(|&(_, n)| n >= 2).collect();
+        linking.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        for (node, _) in linking.into_iter().take(LINKING_CONCEPTS) {
+            local.insert(node, nodes.len() as u32);
+            nodes.push(make(node, None, None, false));
+        }
+        let mut edges = Vec::new();
+        for (l, c) in nodes.iter().enumerate() {
+            for e in self.graph.in_edges(c.node) {
+                if let Some(&s) = local.get(&e.src) {
+                    edges.push((s, l as u32));
+                    edges.push((l as u32, s));
+                }
+            }
+        }
+        edges.sort_unstable();
+        edges.dedup();
+        Candidates { nodes, hits, edges }
+    }
+
+    /// What the learned relevance takes for a synapse-family result: its candidates (see
+    /// [`Memory::candidates`]) and their embeddings, in candidate order.
+    pub fn gnn_input(&self, query: &Query, r: &Retrieval) -> (Candidates, Vec<&[f32]>) {
+        let candidates = self.candidates(query, &self.lexical(query), r);
+        let embeddings = candidates.nodes.iter().map(|c| self.embedding(c.node)).collect();
+        (candidates, embeddings)
+    }
+
+    /// How much of the learned signal this conversation trusts: the cold-start blend,
+    /// min(1, episodes / `gnn.cold_start_episodes`).
+    pub fn cold_start(&self) -> f32 {
+        cold_start_blend(self.episodes.len(), self.config.gnn.cold_start_episodes)
+    }
+
+    /// Applies the learned relevance to a `synapse-gnn` result (other modes pass through):
+    /// every returned episode's score gains `weight · blend · relevance`, where blend is the
+    /// cold start, min(1, episodes / `gnn.cold_start_episodes`), and the episodes are reordered
+    /// by it. The gate's confidence stays synapse's.
+    pub fn learned(&self, query: &Query, mut r: Retrieval) -> Result<Retrieval> {
+        if r.mode != Mode::SynapseGnn || r.hits.is_empty() {
+            return Ok(r);
+        }
+        let (candidates, embeddings) = self.gnn_input(query, &r);
+        let model = self.relevance()?;
+        let relevance = model.score(&candidates, &query.embedding, &embeddings)?;
+        let weight = self.config.gnn.weight.unwrap_or(model.card.weight) * self.cold_start();
+        let scores: Vec<f32> = r.hits.iter().map(|h| h.signals.score).collect();
+        let order = crate::score::rerank(&scores, &relevance[..r.hits.len()], weight);
+        let hits = std::mem::take(&mut r.hits);
+        r.hits = order
+            .into_iter()
+            .map(|i| {
+                let mut h = hits[i].clone();
+                h.signals.relevance = Some(relevance[i]);
+                h.signals.score = crate::score::combined(scores[i], relevance[i], weight);
+                h
+            })
+            .collect();
+        Ok(r)
+    }
+}

@@ -1,0 +1,253 @@
+//! The serving API's types, as agents see them: scopes (`user_id` / `agent_id` / `run_id`),
+//! messages, memory items, search requests and results, pages, statistics; memory ids, and a
+//! memory's item from its stored passages. Plain data: must not store, embed or rank.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::conversation::turn_of;
+use crate::error::{Error, Result};
+use crate::retrieve::{Memory, Retrieval};
+use crate::store::Episode;
+
+/// Longest scope id part, in bytes.
+pub const MAX_ID_BYTES: usize = 128;
+
+/// Who a memory belongs to: any of a user, an agent and a run (at least one).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Scope {
+    /// The user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<String>,
+    /// The agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    /// The run (session).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+}
+
+impl Scope {
+    /// A user's scope.
+    pub fn user(id: &str) -> Scope {
+        Scope { user_id: Some(id.to_string()), ..Scope::default() }
+    }
+
+    /// The store conversation of this scope: `api:user=<u>;agent=<a>;run=<r>`. Each part must
+    /// be 1–128 bytes without control characters, `;` or `=`, and one part at least is set.
+    pub fn key(&self) -> Result<String> {
+        let parts = [("user", &self.user_id), ("agent", &self.agent_id), ("run", &self.run_id)];
+        if parts.iter().all(|(_, v)| v.is_none()) {
+            return Err(Error::InvalidArgument("a scope needs a user_id, an agent_id or a run_id".into()));
+        }
+        let mut key = String::from("api:");
+        for (i, (name, value)) in parts.iter().enumerate() {
+            let v = value.as_deref().unwrap_or("");
+            if value.is_some()
+                && (v.is_empty() || v.len() > MAX_ID_BYTES || v.chars().any(|c| c.is_control() || c == ';' || c == '='))
+            {
+                return Err(Error::InvalidArgument(format!(
+                    "{name}_id '{}' must be 1-{MAX_ID_BYTES} bytes without control characters, ';' or '='",
+                    v.escape_debug()
+                )));
+            }
+            if i > 0 {
+                key.push(';');
+            }
+            key.push_str(&format!("{name}={v}"));
+        }
+        Ok(key)
+    }
+
+    /// The scope of a store conversation written by [`Scope::key`].
+    pub fn from_key(key: &str) -> Option<Scope> {
+        let mut scope = Scope::default();
+        for part in key.strip_prefix("api:")?.split(';') {
+            let (name, value) = part.split_once('=')?;
+            let value = (!value.is_empty()).then(|| value.to_string());
+            match name {
+                "user" => scope.user_id = value,
+                "agent" => scope.agent_id = value,
+                "run" => scope.run_id = value,
+                _ => return None,
+            }
+        }
+        Some(scope)
+    }
+}
+
+/// One message to remember.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Message {
+    /// Who said it (`user`, `assistant`, a name).
+    pub role: String,
+    /// What was said.
+    pub content: String,
+    /// When (default: when it is added).
+    #[serde(default)]
+    pub timestamp: Option<DateTime<Utc>>,
+}
+
+/// A stored memory.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MemoryItem {
+    /// Its id.
+    pub id: String,
+    /// Its text.
+    pub memory: String,
+    /// Who said it.
+    pub role: String,
+    /// When.
+    pub timestamp: Option<DateTime<Utc>>,
+    /// Its scope.
+    #[serde(flatten)]
+    pub scope: Scope,
+    /// The retrieval score (search results only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score: Option<f32>,
+}
+
+/// A search.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct SearchRequest {
+    /// The question.
+    pub query: String,
+    /// Its scope.
+    #[serde(flatten)]
+    pub scope: Scope,
+    /// Most memories returned (default: the retrieval `top_k`).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+/// What a search found.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SearchResult {
+    /// Memories in time order.
+    pub results: Vec<MemoryItem>,
+    /// The gate's confidence.
+    pub confidence: f32,
+    /// Whether the gate found no confident memory (the results are still given).
+    pub rejected: bool,
+}
+
+impl SearchResult {
+    /// The answer for a scope that holds no memory: nothing found, nothing known.
+    pub fn nothing() -> SearchResult {
+        SearchResult { results: Vec::new(), confidence: 0.0, rejected: true }
+    }
+}
+
+/// A page of a scope's memories.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+pub struct Page {
+    /// Memories skipped.
+    pub offset: usize,
+    /// Memories returned at most.
+    pub limit: usize,
+}
+
+impl Default for Page {
+    fn default() -> Self {
+        Page { offset: 0, limit: 100 }
+    }
+}
+
+impl Page {
+    /// The page a request names; what it leaves out takes the default (offset 0, 100 memories).
+    pub fn or_default(offset: Option<usize>, limit: Option<usize>) -> Page {
+        let d = Page::default();
+        Page { offset: offset.unwrap_or(d.offset), limit: limit.unwrap_or(d.limit) }
+    }
+}
+
+/// What a service has done since it opened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Stats {
+    /// Write requests committed (adds, deletions).
+    pub writes: u64,
+    /// Store transactions they took (concurrent writes share one).
+    pub commits: u64,
+    /// Searches answered.
+    pub searches: u64,
+    /// Batches they took (concurrent searches share one).
+    pub batches: u64,
+    /// Searches ranked on the GPU.
+    pub gpu_searches: u64,
+}
+
+/// The memory whose passages are `passages` (its first passage first): their texts together.
+pub(super) fn item(scope: &Scope, passages: &[Episode]) -> MemoryItem {
+    let first = &passages[0];
+    MemoryItem {
+        id: first.turn_id.clone(),
+        memory: passages.iter().map(|e| e.text.as_str()).collect(),
+        role: first.speaker.clone(),
+        timestamp: first.timestamp,
+        scope: scope.clone(),
+        score: None,
+    }
+}
+
+/// The passages of the memory whose first passage is `episodes[at]`.
+pub(super) fn passages_at(episodes: &[Episode], at: usize) -> &[Episode] {
+    let id = episodes[at].turn_id.as_str();
+    let n = episodes[at..].iter().take_while(|e| turn_of(&e.turn_id) == id).count();
+    &episodes[at..at + n]
+}
+
+/// A scope's memories in order, each as its passages.
+pub(super) fn memories_of(episodes: &[Episode]) -> impl Iterator<Item = &[Episode]> {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        (at < episodes.len()).then(|| {
+            let p = passages_at(episodes, at);
+            at += p.len();
+            p
+        })
+    })
+}
+
+pub(super) fn unknown(id: &str) -> Error {
+    Error::NotFound(format!("no memory with id '{}'", id.escape_debug()))
+}
+
+/// A random 128-bit id in hex (as a UUID v4 would be, without the dashes).
+pub(super) fn new_id() -> String {
+    use rand::RngExt;
+    format!("{:032x}", rand::rng().random::<u128>())
+}
+
+/// The answer of every search of a batch that failed whole.
+pub(super) fn batch_failed(n: usize, message: &str) -> Vec<Result<SearchResult>> {
+    (0..n).map(|_| Err(Error::Batch(message.to_string()))).collect()
+}
+
+/// A search's answer: the retrieved memories of `request`'s scope in time order.
+/// A memory found through several of its passages counts once, with its best passage's score.
+pub(super) fn answer(request: &SearchRequest, memory: &Memory, found: &Retrieval) -> SearchResult {
+    let limit = request.limit.unwrap_or(usize::MAX);
+    let episodes = memory.episodes();
+    // (first passage, score), best first.
+    let mut hits: Vec<(usize, f32)> = Vec::new();
+    for h in &found.hits {
+        let mut first = h.episode as usize;
+        while first > 0 && turn_of(&episodes[first].turn_id) != episodes[first].turn_id {
+            first -= 1;
+        }
+        if hits.len() < limit && !hits.iter().any(|&(f, _)| f == first) {
+            hits.push((first, h.signals.score));
+        }
+    }
+    hits.sort_by_key(|&(first, _)| first);
+    let results = hits
+        .into_iter()
+        .map(|(first, score)| {
+            let mut it = item(&request.scope, passages_at(episodes, first));
+            it.score = Some(score);
+            it
+        })
+        .collect();
+    SearchResult { results, confidence: found.confidence, rejected: found.rejected }
+}

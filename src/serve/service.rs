@@ -1,0 +1,383 @@
+//! [`Service`], the async handle agents call: open (as the store's writer or read-only),
+//! add, search, list, get, delete, history, stats, close; a read-only service follows the
+//! writer's commits. The work happens in the writer and the search thread.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Weak};
+
+use tokio::sync::{RwLock, mpsc, oneshot};
+
+use super::api::*;
+use super::labels::*;
+use super::searcher::*;
+use super::state::*;
+use super::writer::*;
+use crate::config::Config;
+use crate::embed::Embedder;
+use crate::error::{Error, Result};
+use crate::retrieve::Memory;
+use crate::retrieve::engine::{Choice, choose};
+use crate::store::{HistoryEvent, Store, Writer};
+
+/// An async handle on a served store: cheap to clone, safe to share across tasks. The
+/// service's threads stop when the last clone is dropped.
+#[derive(Clone)]
+pub struct Service {
+    pub(super) inner: Arc<Inner>,
+    /// The writer's queue (`None`: read-only).
+    pub(super) writes: Option<mpsc::Sender<WriteJob>>,
+    /// The writer task, awaited by [`Service::close`] (`None`: read-only).
+    pub(super) writer_task: Option<Arc<std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>>>,
+    pub(super) searcher: Searcher,
+}
+
+impl std::fmt::Debug for Service {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Service").field("root", &self.inner.root).field("backend", &self.inner.backend).finish()
+    }
+}
+
+impl Service {
+    /// Opens the store at `root` (created on first write) as its one writer, loads every scope
+    /// in it, and starts the search thread (on the GPU `config.gpu` chooses) and the writer.
+    /// Fails with [`Error::Locked`] while another writer (a server, an ingest, another
+    /// service) holds the store; the lock is held until the last clone of the service is
+    /// dropped.
+    pub async fn open(root: &Path, config: Config) -> Result<Service> {
+        let writer = Writer::acquire(root)?;
+        Service::start(root, config, Some(writer)).await
+    }
+
+    /// Opens the store at `root` without writing it, beside the process that does: searches,
+    /// lists, gets and history see its last committed state, checked every
+    /// `serve.reload_ms`; adds and deletions fail with [`Error::ReadOnly`].
+    pub async fn open_read_only(root: &Path, config: Config) -> Result<Service> {
+        Service::start(root, config, None).await
+    }
+
+    pub(super) async fn start(root: &Path, config: Config, writer: Option<Writer>) -> Result<Service> {
+        config.retrieve.validate()?;
+        config.serve.validate()?;
+        let embedder = Arc::new(Embedder::load(&config.embed)?);
+        let background = embedder.background()?;
+        let store = Store::open(root).await?;
+        let (scopes, loaded) = load_scopes(&store, &config, &HashMap::new()).await?;
+        let scopes: HashMap<String, Arc<Memory>> = scopes.into_iter().filter_map(|(k, m)| Some((k, m?))).collect();
+        let ids: HashMap<String, String> = scopes.iter().flat_map(|(k, m)| ids_of(k, m)).collect();
+        // No size rule: scopes grow while the server runs, and every batch the GPU ranks leaves
+        // the cores to the embedder.
+        let (gpu, backend) = choose(&config.gpu, &config.retrieve, None)?;
+        let counters = Arc::new(Counters::default());
+        let searcher = Searcher::start(embedder.clone(), gpu, &scopes, config.serve.max_batch, counters.clone())?;
+        let generation = store.generation();
+        let read_only = writer.is_none();
+        let (queue, reload) = (config.serve.write_queue, std::time::Duration::from_millis(config.serve.reload_ms));
+        let inner = Arc::new(Inner {
+            counters,
+            root: root.to_path_buf(),
+            labels: std::sync::Mutex::new(LabelCache::new(config.serve.label_cache)),
+            config,
+            background,
+            backend,
+            writer,
+            scopes: RwLock::new(scopes),
+            ids: RwLock::new(ids),
+            store: RwLock::new(store),
+            loaded: RwLock::new(loaded),
+        });
+        let (writes, writer_task) = if read_only {
+            tokio::spawn(follow(Arc::downgrade(&inner), searcher.clone(), generation, reload));
+            (None, None)
+        } else {
+            let (writes, rx) = mpsc::channel(queue);
+            let task = tokio::spawn(write_loop(inner.clone(), rx, searcher.clone()));
+            (Some(writes), Some(Arc::new(std::sync::Mutex::new(Some(task)))))
+        };
+        Ok(Service { inner, writes, writer_task, searcher })
+    }
+
+    /// Drops this handle. If it is the last, first waits until the writer has finished the
+    /// group it was committing and let go of the store, so that the store can be opened
+    /// again (by this process or another) as soon as this returns. Dropping the last handle
+    /// without `close` stops the writer too, a moment later.
+    pub async fn close(mut self) {
+        if let Some(task) = self.let_go() {
+            // A panic in the writer has already failed that group's requests.
+            let _ = task.await;
+        }
+    }
+
+    /// Drops this handle's side of the write queue; if it was the last, the queue is closed
+    /// (the writer ends after its current group) and the writer task is returned to wait on.
+    pub(super) fn let_go(&mut self) -> Option<tokio::task::JoinHandle<()>> {
+        let last = self.writes.take().is_some_and(|w| w.strong_count() == 1);
+        let task = self.writer_task.take()?;
+        if !last {
+            return None;
+        }
+        task.lock().ok().and_then(|mut h| h.take())
+    }
+
+    /// Whether this service only reads its store.
+    pub fn read_only(&self) -> bool {
+        self.writes.is_none()
+    }
+
+    /// Where searches are ranked, and why.
+    pub fn backend(&self) -> &Choice {
+        &self.inner.backend
+    }
+
+    /// What the service has done since it opened.
+    pub fn stats(&self) -> Stats {
+        self.inner.counters.snapshot()
+    }
+
+    pub(super) async fn write(&self, change: Change) -> Result<Done> {
+        let Some(writes) = &self.writes else { return Err(Error::ReadOnly { path: self.inner.root.clone() }) };
+        let (reply, answer) = oneshot::channel();
+        writes.try_send(WriteJob { change, reply }).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => Error::Busy(format!(
+                "{} writes are already waiting for the writer (serve.write_queue); retry shortly",
+                self.inner.config.serve.write_queue
+            )),
+            mpsc::error::TrySendError::Closed(_) => Error::Batch("the writer has stopped".into()),
+        })?;
+        answer.await.map_err(|_| Error::Batch("the writer dropped the request".into()))?
+    }
+
+    /// Remembers `messages` in `scope`; returns them with their new ids. Searchable when this
+    /// returns; durable in the store. Concurrent writes are committed together.
+    pub async fn add(&self, scope: &Scope, messages: Vec<Message>) -> Result<Vec<MemoryItem>> {
+        let key = scope.key()?;
+        if messages.is_empty() {
+            return Err(Error::InvalidArgument("no message to add".into()));
+        }
+        for (i, m) in messages.iter().enumerate() {
+            if m.content.trim().is_empty() {
+                return Err(Error::InvalidArgument(format!("message {i}: empty content")));
+            }
+            if m.role.trim().is_empty() {
+                return Err(Error::InvalidArgument(format!("message {i}: empty role")));
+            }
+        }
+        let (bytes, max) =
+            (messages.iter().map(|m| m.content.len()).sum::<usize>(), self.inner.config.serve.max_add_bytes);
+        if bytes > max {
+            return Err(Error::TooLarge(format!(
+                "the messages hold {bytes} bytes of text, over the limit of {max} for one add (serve.max_add_bytes)"
+            )));
+        }
+        match self.write(Change::Add { key, scope: scope.clone(), messages }).await? {
+            Done::Added(items) => Ok(items),
+            Done::Deleted(_) => Err(Error::Batch("the writer answered an add with a deletion".into())),
+        }
+    }
+
+    /// The memories of `request.scope` that answer `request.query`, in time order. A scope
+    /// that holds no memory answers [`SearchResult::nothing`].
+    pub async fn search(&self, request: &SearchRequest) -> Result<SearchResult> {
+        self.search_batch(std::slice::from_ref(request)).await.remove(0)
+    }
+
+    /// Many searches at once, answered in one batch of the search thread (with whatever other
+    /// searches are waiting): one embedding pass, one ranking dispatch. Each request is
+    /// answered on its own, in request order: a bad one fails alone.
+    pub async fn search_batch(&self, requests: &[SearchRequest]) -> Vec<Result<SearchResult>> {
+        let mut out: Vec<Option<Result<SearchResult>>> = (0..requests.len()).map(|_| None).collect();
+        let (mut searches, mut at) = (Vec::new(), Vec::new());
+        {
+            let scopes = self.inner.scopes.read().await;
+            for (i, r) in requests.iter().enumerate() {
+                if r.query.trim().is_empty() {
+                    out[i] = Some(Err(Error::InvalidArgument("empty query".into())));
+                    continue;
+                }
+                let key = match r.scope.key() {
+                    Ok(k) => k,
+                    Err(e) => {
+                        out[i] = Some(Err(e));
+                        continue;
+                    }
+                };
+                match scopes.get(&key) {
+                    Some(memory) => {
+                        searches.push(Search { request: r.clone(), key, memory: memory.clone() });
+                        at.push(i);
+                    }
+                    None => out[i] = Some(Ok(SearchResult::nothing())),
+                }
+            }
+        }
+        if !searches.is_empty() {
+            let (reply, answer) = oneshot::channel();
+            let found = match self.searcher.send(Msg::Search(searches, reply)) {
+                Ok(()) => {
+                    answer.await.unwrap_or_else(|_| batch_failed(at.len(), "the search thread dropped the request"))
+                }
+                Err(e) => batch_failed(at.len(), &e.to_string()),
+            };
+            for (i, r) in at.into_iter().zip(found) {
+                out[i] = Some(r);
+            }
+        }
+        out.into_iter().map(|r| r.unwrap_or_else(|| Err(Error::Batch("search was not answered".into())))).collect()
+    }
+
+    /// One memory by id.
+    pub async fn get(&self, id: &str) -> Result<MemoryItem> {
+        let key = self.inner.ids.read().await.get(id).cloned().ok_or_else(|| unknown(id))?;
+        let memory = self.inner.scopes.read().await.get(&key).cloned().ok_or_else(|| unknown(id))?;
+        let scope = Scope::from_key(&key).unwrap_or_default();
+        let at = memory.episodes().iter().position(|e| e.turn_id == id).ok_or_else(|| unknown(id))?;
+        Ok(item(&scope, passages_at(memory.episodes(), at)))
+    }
+
+    /// A page of a scope's memories, oldest first (an unknown scope has none).
+    pub async fn get_all(&self, scope: &Scope, page: Page) -> Result<Vec<MemoryItem>> {
+        let key = scope.key()?;
+        let memory = self.inner.scopes.read().await.get(&key).cloned();
+        Ok(memory
+            .map(|m| memories_of(m.episodes()).skip(page.offset).take(page.limit).map(|p| item(scope, p)).collect())
+            .unwrap_or_default())
+    }
+
+    /// Episodes (passages) in a scope's memory: more than its memories where long messages
+    /// were cut (an unknown scope has none).
+    pub async fn scope_episodes(&self, scope: &Scope) -> Result<usize> {
+        let key = scope.key()?;
+        Ok(self.inner.scopes.read().await.get(&key).map_or(0, |m| m.episodes().len()))
+    }
+
+    /// Deletes one memory: from the stored episodes (compacted, old versions purged), the
+    /// lexical index, the embeddings, the graph of its scope and the GPU buffers; the history
+    /// records it.
+    pub async fn delete(&self, id: &str) -> Result<()> {
+        self.write(Change::Delete { id: id.to_string() }).await.map(|_| ())
+    }
+
+    /// Deletes every memory of a scope; returns how many.
+    pub async fn delete_all(&self, scope: &Scope) -> Result<usize> {
+        let key = scope.key()?;
+        match self.write(Change::DeleteAll { key }).await? {
+            Done::Deleted(n) => Ok(n),
+            Done::Added(_) => Err(Error::Batch("the writer answered a deletion with an add".into())),
+        }
+    }
+
+    /// What happened to a memory, oldest first (kept after it is deleted).
+    pub async fn history(&self, id: &str) -> Result<Vec<HistoryEvent>> {
+        let events = self.inner.store.read().await.history(Some(id)).await?;
+        if events.is_empty() {
+            return Err(unknown(id));
+        }
+        Ok(events)
+    }
+}
+
+/// A read-only service's follower: every `every`, a look at the store's committed generation;
+/// a new one reloads the scopes it changed. Stops when the service is dropped.
+pub(super) async fn follow(inner: Weak<Inner>, searcher: Searcher, mut seen: u64, every: std::time::Duration) {
+    loop {
+        tokio::time::sleep(every).await;
+        let Some(inner) = inner.upgrade() else { return };
+        match Store::committed_generation(&inner.root) {
+            Ok(g) if g == seen => {}
+            // A purge by the writer can remove what this read was opening: tried again next time.
+            Ok(_) => match inner.reload(&searcher).await {
+                Ok(g) => seen = g,
+                Err(e) => tracing::warn!("following the writer of {}: {e}", inner.root.display()),
+            },
+            Err(e) => tracing::warn!("following the writer of {}: {e}", inner.root.display()),
+        }
+    }
+}
+
+impl Inner {
+    /// Reloads the scopes the store's last commit changed; returns its generation.
+    pub(super) async fn reload(&self, searcher: &Searcher) -> Result<u64> {
+        let store = Store::open(&self.root).await?;
+        let known = self.loaded.read().await.clone();
+        let (changed, summaries) = load_scopes(&store, &self.config, &known).await?;
+        // A scope that lost memories must leave no copy on the GPU either.
+        let shrank = changed.iter().any(|(k, m)| {
+            let before = known.get(k).map_or(0, |c| c.turns as usize);
+            m.as_ref().map_or(before > 0, |m| m.episodes().len() < before)
+        });
+        {
+            let mut ids = self.ids.write().await;
+            let mut scopes = self.scopes.write().await;
+            ids.retain(|_, k| !changed.contains_key(k));
+            for (key, memory) in changed {
+                match &memory {
+                    Some(m) => {
+                        ids.extend(ids_of(&key, m));
+                        scopes.insert(key.clone(), m.clone());
+                    }
+                    None => {
+                        scopes.remove(&key);
+                    }
+                }
+                let _ = searcher.send(Msg::Scope(key, memory));
+            }
+        }
+        if shrank {
+            let _ = searcher.send(Msg::Compact);
+        }
+        *self.loaded.write().await = summaries;
+        let generation = store.generation();
+        *self.store.write().await = store;
+        Ok(generation)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scope_keys_round_trip_and_refuse_bad_ids() {
+        let s = Scope { user_id: Some("alice".into()), agent_id: None, run_id: Some("r1".into()) };
+        let key = s.key().unwrap();
+        assert_eq!(key, "api:user=alice;agent=;run=r1");
+        assert_eq!(Scope::from_key(&key), Some(s));
+        assert!(Scope::default().key().unwrap_err().to_string().contains("needs a user_id"));
+        for bad in ["", "a;b", "a=b", "tab\there"] {
+            let err = Scope::user(bad).key().unwrap_err().to_string();
+            assert!(err.contains("user_id"), "{bad:?}: {err}");
+        }
+        assert!(Scope::user(&"x".repeat(129)).key().is_err());
+        assert_eq!(Scope::from_key("conv-26"), None);
+    }
+
+    #[test]
+    fn label_cache_is_bounded_and_keeps_what_is_used() {
+        let mut cache = LabelCache::new(8);
+        for i in 0..4 {
+            cache.insert(format!("l{i}"), vec![i as f32]);
+        }
+        // The newer generation filled half the capacity and became the older one.
+        assert_eq!(cache.len(), 4);
+        assert_eq!(cache.get("l1"), Some(vec![1.0]));
+        cache.insert("l1".into(), vec![1.0]);
+        for i in 4..7 {
+            cache.insert(format!("l{i}"), vec![i as f32]);
+        }
+        // l1 was used again and survives; l0, l2, l3 were not and are gone.
+        assert!(cache.contains("l1") && cache.contains("l6"));
+        assert!(!cache.contains("l0") && !cache.contains("l2") && !cache.contains("l3"));
+        for i in 0..100 {
+            cache.insert(format!("x{i}"), vec![0.0]);
+            assert!(cache.len() <= 8);
+        }
+    }
+
+    #[test]
+    fn ids_are_unique_hex() {
+        let (a, b) = (new_id(), new_id());
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 32);
+        assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
+    }
+}

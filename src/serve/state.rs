@@ -1,0 +1,113 @@
+//! What a service's handle, writer and search thread share: the store's scopes as last
+//! committed, memory ids, counters, the concept-label cache, the write jobs, and loading
+//! scopes from the store. Must not answer requests itself.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::sync::RwLock;
+
+use super::api::*;
+use super::labels::*;
+use crate::config::Config;
+use crate::conversation::{SourceFormat, turn_of};
+use crate::embed::Embedder;
+use crate::error::{Error, Result};
+use crate::pipeline::stored_memory;
+use crate::retrieve::Memory;
+use crate::retrieve::engine::Choice;
+use crate::store::{ConversationSummary, Store, Writer};
+
+/// The counters behind [`Stats`], shared by the writer and the search thread.
+#[derive(Debug, Default)]
+pub(super) struct Counters {
+    pub(super) writes: AtomicU64,
+    pub(super) commits: AtomicU64,
+    pub(super) searches: AtomicU64,
+    pub(super) batches: AtomicU64,
+    pub(super) gpu_searches: AtomicU64,
+}
+
+impl Counters {
+    pub(super) fn add(counter: &AtomicU64, n: usize) {
+        counter.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    pub(super) fn snapshot(&self) -> Stats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        Stats {
+            writes: get(&self.writes),
+            commits: get(&self.commits),
+            searches: get(&self.searches),
+            batches: get(&self.batches),
+            gpu_searches: get(&self.gpu_searches),
+        }
+    }
+}
+
+pub(super) struct Inner {
+    pub(super) root: PathBuf,
+    pub(super) config: Config,
+    /// The same model on threads that yield to searches: every CPU-heavy step of a write.
+    pub(super) background: Embedder,
+    /// The store's writer lock, held for the service's life (`None`: read-only).
+    pub(super) writer: Option<Writer>,
+    /// Where searches are ranked, and why.
+    pub(super) backend: Choice,
+    pub(super) counters: Arc<Counters>,
+    /// Scope key → its memory, as last committed.
+    pub(super) scopes: RwLock<HashMap<String, Arc<Memory>>>,
+    /// Memory id → scope key.
+    pub(super) ids: RwLock<HashMap<String, String>>,
+    /// The store as last committed (history reads it).
+    pub(super) store: RwLock<Store>,
+    /// Scope key → its stored summary when loaded: what a read-only service compares to see
+    /// which scopes a commit changed (a writer, the only one to commit, never reads it).
+    pub(super) loaded: RwLock<HashMap<String, ConversationSummary>>,
+    /// Concept label → its embedding: building a scope's graph embeds only labels not seen
+    /// recently.
+    pub(super) labels: std::sync::Mutex<LabelCache>,
+}
+
+/// Runs CPU-heavy work off the async runtime's threads.
+pub(super) async fn cpu<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| Error::InvalidArgument(format!("worker failed: {e}")))?
+}
+
+/// Scope key → its memory (`None`: gone), for the scopes of `store` whose stored summary is not
+/// the one in `known`; and the summary of every scope it holds.
+pub(super) type ChangedScopes = (HashMap<String, Option<Arc<Memory>>>, HashMap<String, ConversationSummary>);
+
+/// The scopes of `store` that changed since `known` (all of them, for an empty `known`).
+pub(super) async fn load_scopes(
+    store: &Store,
+    config: &Config,
+    known: &HashMap<String, ConversationSummary>,
+) -> Result<ChangedScopes> {
+    let mut changed = HashMap::new();
+    let mut summaries = HashMap::new();
+    for c in store.conversations().await? {
+        if c.format != SourceFormat::Api.as_str() {
+            continue;
+        }
+        if known.get(&c.id) != Some(&c) {
+            changed.insert(c.id.clone(), Some(Arc::new(stored_memory(store, &c.id, config).await?)));
+        }
+        summaries.insert(c.id.clone(), c);
+    }
+    for key in known.keys().filter(|k| !summaries.contains_key(*k)) {
+        changed.insert(key.clone(), None);
+    }
+    Ok((changed, summaries))
+}
+
+/// Memory id → scope key, for the memories of `memory` (passages are not memories).
+pub(super) fn ids_of<'a>(key: &'a str, memory: &'a Memory) -> impl Iterator<Item = (String, String)> + 'a {
+    memory
+        .episodes()
+        .iter()
+        .filter(|e| turn_of(&e.turn_id) == e.turn_id)
+        .map(move |e| (e.turn_id.clone(), key.to_string()))
+}

@@ -1,0 +1,479 @@
+//! The writer: one task that takes every write waiting as one group, embeds the new messages
+//! on the background embedder, extends each touched scope's graph, commits one store
+//! transaction (with a history row per change), swaps in the new scopes and answers. Also the
+//! concept-label cache graph building reuses across writes. Must not answer searches.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use chrono::Utc;
+use tokio::sync::{mpsc, oneshot};
+
+use super::api::*;
+use super::searcher::*;
+use super::state::*;
+use crate::conversation::{PASSAGE_MARK, SourceFormat, turn_of};
+use crate::embed::EMBEDDING_DIM;
+use crate::error::{Error, Result};
+use crate::graph::build::LabelEmbedder;
+use crate::graph::{GraphBuilder, labels_of};
+use crate::retrieve::Memory;
+use crate::store::{ConversationSummary, Episode, HistoryEvent, Table};
+
+/// A change the writer applies.
+pub(super) enum Change {
+    Add { key: String, scope: Scope, messages: Vec<Message> },
+    Delete { id: String },
+    DeleteAll { key: String },
+}
+
+/// What a change did.
+pub(super) enum Done {
+    Added(Vec<MemoryItem>),
+    Deleted(usize),
+}
+
+pub(super) struct WriteJob {
+    pub(super) change: Change,
+    pub(super) reply: oneshot::Sender<Result<Done>>,
+}
+
+/// A scope a group of writes changes: its memory as committed, the episodes after the group
+/// (only the new ones until a deletion needs them all), how many of them the store holds, and
+/// whether a deletion means it must be written anew.
+pub(super) struct Pending {
+    pub(super) base: Option<Arc<Memory>>,
+    pub(super) episodes: Vec<Episode>,
+    /// `episodes` holds every episode of the scope, not only the new ones.
+    pub(super) whole: bool,
+    pub(super) stored: usize,
+    pub(super) rewrite: bool,
+}
+
+impl Pending {
+    /// Episodes of the scope after the group so far.
+    pub(super) fn len(&self) -> usize {
+        if self.whole { self.episodes.len() } else { self.stored + self.episodes.len() }
+    }
+
+    /// Every episode of the scope, the committed ones copied in first (what a deletion needs).
+    pub(super) fn whole(&mut self) -> &mut Vec<Episode> {
+        if !self.whole {
+            let mut all = self.base.as_ref().map(|m| m.episodes().to_vec()).unwrap_or_default();
+            all.append(&mut self.episodes);
+            self.episodes = all;
+            self.whole = true;
+        }
+        &mut self.episodes
+    }
+
+    /// The episodes the group added (for a scope no deletion touched).
+    pub(super) fn added(&self) -> &[Episode] {
+        if self.whole { &self.episodes[self.stored..] } else { &self.episodes }
+    }
+}
+
+/// A scope built after a group of writes: its new memory (`None`: now empty), its memory as
+/// committed before, the builder that made its graph, and the episodes to append to the store.
+pub(super) struct Built {
+    pub(super) key: String,
+    pub(super) memory: Option<Memory>,
+    pub(super) base: Option<Arc<Memory>>,
+    pub(super) builder: Option<GraphBuilder>,
+    pub(super) stored: usize,
+    pub(super) rewrite: bool,
+}
+
+/// The writer: takes every write waiting (up to `serve.max_write_batch`) as one group and
+/// commits the group in one store transaction; writes that arrive meanwhile form the next
+/// group. Each scope keeps the graph builder of its committed episodes, so an add pushes only
+/// its new episodes; a deletion rebuilds the scope.
+pub(super) async fn write_loop(inner: Arc<Inner>, mut rx: mpsc::Receiver<WriteJob>, searcher: Searcher) {
+    let mut builders: HashMap<String, GraphBuilder> = HashMap::new();
+    while let Some(first) = rx.recv().await {
+        let mut jobs = vec![first];
+        while jobs.len() < inner.config.serve.max_write_batch {
+            match rx.try_recv() {
+                Ok(job) => jobs.push(job),
+                Err(_) => break,
+            }
+        }
+        inner.commit_group(jobs, &mut builders, &searcher).await;
+    }
+}
+
+impl Inner {
+    /// Applies `jobs` in order and commits them together; answers each.
+    pub(super) async fn commit_group(
+        self: &Arc<Self>,
+        jobs: Vec<WriteJob>,
+        builders: &mut HashMap<String, GraphBuilder>,
+        searcher: &Searcher,
+    ) {
+        let texts: Vec<String> = jobs
+            .iter()
+            .flat_map(|j| match &j.change {
+                Change::Add { messages, .. } => messages.iter().map(|m| m.content.clone()).collect(),
+                _ => Vec::new(),
+            })
+            .collect();
+        let t_embed = std::time::Instant::now();
+        let (spans, vectors) = if texts.is_empty() {
+            (Vec::new(), Vec::new())
+        } else {
+            let (inner, n) = (self.clone(), texts.len());
+            let pieces = self.config.ingest.passage_pieces;
+            let cut_and_embed = move || {
+                let embedder = &inner.background;
+                embedder.install(|| {
+                    let spans = texts.iter().map(|t| embedder.passage_spans(t, pieces)).collect::<Result<Vec<_>>>()?;
+                    let passages: Vec<&str> =
+                        texts.iter().zip(&spans).flat_map(|(t, s)| s.iter().map(|r| t[r.clone()].trim())).collect();
+                    Ok((spans, embedder.embed(&passages)?))
+                })
+            };
+            match cpu(cut_and_embed).await {
+                Ok(v) => v,
+                Err(e) => {
+                    let message = format!("embedding {n} messages: {e}");
+                    for job in jobs {
+                        let _ = job.reply.send(Err(Error::Batch(message.clone())));
+                    }
+                    return;
+                }
+            }
+        };
+        let embed_ms = t_embed.elapsed().as_secs_f64() * 1e3;
+        let mut spans = spans.into_iter();
+        let mut vectors = vectors.chunks_exact(EMBEDDING_DIM);
+        let now = Utc::now();
+        let mut touched: BTreeMap<String, Pending> = BTreeMap::new();
+        let mut events: Vec<HistoryEvent> = Vec::new();
+        let mut accepted: Vec<(oneshot::Sender<Result<Done>>, Done)> = Vec::new();
+        // Ids this group added (to their scope) or deleted (to None).
+        let mut group_ids: HashMap<String, Option<String>> = HashMap::new();
+        for job in jobs {
+            let done = match job.change {
+                Change::Add { key, scope, messages } => {
+                    let p = self.pending(&mut touched, &key).await;
+                    let mut items = Vec::with_capacity(messages.len());
+                    for m in messages {
+                        let id = new_id();
+                        events.push(HistoryEvent {
+                            memory_id: id.clone(),
+                            conversation: key.clone(),
+                            event: "ADD".into(),
+                            at: now,
+                        });
+                        group_ids.insert(id.clone(), Some(key.clone()));
+                        let from = p.episodes.len();
+                        for (k, r) in spans.next().unwrap_or_default().into_iter().enumerate() {
+                            let position = p.len() as u32;
+                            p.episodes.push(Episode {
+                                conversation: key.clone(),
+                                session: 1,
+                                turn_id: if k == 0 { id.clone() } else { format!("{id}{PASSAGE_MARK}{k}") },
+                                position,
+                                speaker: m.role.clone(),
+                                text: m.content[r].to_string(),
+                                image_caption: None,
+                                timestamp: Some(m.timestamp.unwrap_or(now)),
+                                embedding: vectors.next().map(<[f32]>::to_vec).unwrap_or_default(),
+                            });
+                        }
+                        items.push(item(&scope, &p.episodes[from..]));
+                    }
+                    Done::Added(items)
+                }
+                Change::Delete { id } => {
+                    let key = match group_ids.get(&id) {
+                        Some(k) => k.clone(),
+                        None => self.ids.read().await.get(&id).cloned(),
+                    };
+                    let Some(key) = key else {
+                        let _ = job.reply.send(Err(unknown(&id)));
+                        continue;
+                    };
+                    let p = self.pending(&mut touched, &key).await;
+                    let episodes = p.whole();
+                    let Some(at) = episodes.iter().position(|e| e.turn_id == id) else {
+                        let _ = job.reply.send(Err(unknown(&id)));
+                        continue;
+                    };
+                    let n = passages_at(episodes, at).len();
+                    let removed: Vec<Episode> = episodes.drain(at..at + n).collect();
+                    events.extend(removed.first().map(deletion));
+                    p.rewrite = true;
+                    group_ids.insert(id, None);
+                    Done::Deleted(1)
+                }
+                Change::DeleteAll { key } => {
+                    let p = self.pending(&mut touched, &key).await;
+                    let mut n = 0;
+                    for e in p.whole().drain(..).filter(|e| turn_of(&e.turn_id) == e.turn_id) {
+                        group_ids.insert(e.turn_id.clone(), None);
+                        events.push(deletion(&e));
+                        n += 1;
+                    }
+                    p.rewrite = true;
+                    Done::Deleted(n)
+                }
+            };
+            accepted.push((job.reply, done));
+        }
+        if accepted.is_empty() {
+            return;
+        }
+        // A scope that lost episodes is rebuilt: its builder holds them.
+        let work: Vec<(String, Pending, Option<GraphBuilder>)> = touched
+            .into_iter()
+            .map(|(k, p)| {
+                let builder = builders.remove(&k).filter(|_| !p.rewrite);
+                (k, p, builder)
+            })
+            .collect();
+        let inner = self.clone();
+        let t_build = std::time::Instant::now();
+        let built = match cpu(move || {
+            use rayon::prelude::*;
+            inner.background.install(|| {
+                work.into_par_iter()
+                    .map(|(key, p, builder)| inner.build_scope(key, p, builder))
+                    .collect::<Result<Vec<_>>>()
+            })
+        })
+        .await
+        {
+            Ok(built) => {
+                let build_ms = t_build.elapsed().as_secs_f64() * 1e3;
+                let t_store = std::time::Instant::now();
+                let stored = self.store_group(built, &events).await;
+                tracing::debug!(embed_ms, build_ms, store_ms = t_store.elapsed().as_secs_f64() * 1e3, "commit");
+                stored
+            }
+            Err(e) => Err(e),
+        };
+        let built = match built {
+            Ok(b) => b,
+            Err(e) => {
+                // Nothing is published: the store rolls the abandoned versions back on the next write.
+                let message = format!("writing {} requests: {e}", accepted.len());
+                tracing::error!("{message}");
+                let full = e.is_disk_full();
+                for (reply, _) in accepted {
+                    let _ = reply.send(Err(if full {
+                        Error::DiskFull(format!(
+                            "the disk of store {} is full (no space left on device): nothing of this write was kept; \
+                             free space and retry",
+                            self.root.display()
+                        ))
+                    } else {
+                        Error::Batch(message.clone())
+                    }));
+                }
+                return;
+            }
+        };
+        let purge = built.iter().any(|b| b.rewrite);
+        {
+            let mut ids = self.ids.write().await;
+            for e in &events {
+                match e.event.as_str() {
+                    "ADD" => ids.insert(e.memory_id.clone(), e.conversation.clone()),
+                    _ => ids.remove(&e.memory_id),
+                };
+            }
+            let mut scopes = self.scopes.write().await;
+            for b in built {
+                let memory = b.memory.map(Arc::new);
+                match &memory {
+                    Some(m) => scopes.insert(b.key.clone(), m.clone()),
+                    None => scopes.remove(&b.key),
+                };
+                if let Some(builder) = b.builder {
+                    builders.insert(b.key.clone(), builder);
+                }
+                // A stopped search thread fails the searches themselves; the write is done.
+                let _ = searcher.send(Msg::Scope(b.key, memory));
+            }
+        }
+        if purge {
+            let _ = searcher.send(Msg::Compact);
+        }
+        Counters::add(&self.counters.commits, 1);
+        Counters::add(&self.counters.writes, accepted.len());
+        for (reply, done) in accepted {
+            let _ = reply.send(Ok(done));
+        }
+    }
+
+    /// The pending state of scope `key` in this group, from its committed state.
+    pub(super) async fn pending<'a>(&self, touched: &'a mut BTreeMap<String, Pending>, key: &str) -> &'a mut Pending {
+        if !touched.contains_key(key) {
+            let base = self.scopes.read().await.get(key).cloned();
+            let stored = base.as_ref().map_or(0, |m| m.episodes().len());
+            touched
+                .insert(key.to_string(), Pending { base, episodes: Vec::new(), whole: false, stored, rewrite: false });
+        }
+        touched.get_mut(key).expect("inserted above")
+    }
+
+    /// The memory of a scope after a group: its builder takes the new episodes (all of them,
+    /// on a fresh builder, when the scope has none or lost episodes), and its memory grows by
+    /// them ([`Memory::extend`]) unless it lost some.
+    pub(super) fn build_scope(&self, key: String, mut p: Pending, builder: Option<GraphBuilder>) -> Result<Built> {
+        let (stored, rewrite, base) = (p.stored, p.rewrite, p.base.clone());
+        let done = |memory, builder| Built { key: key.clone(), memory, base: base.clone(), builder, stored, rewrite };
+        if p.len() == 0 {
+            return Ok(done(None, None));
+        }
+        let mut embed = |labels: &[String]| self.embed_labels(labels);
+        if rewrite {
+            let episodes = p.whole();
+            for (i, e) in episodes.iter_mut().enumerate() {
+                e.position = i as u32;
+            }
+            let builder = self.fresh_builder(episodes, &[], &mut embed)?;
+            let graph = builder.clone().finish(&mut embed)?;
+            let memory = Memory::new(&key, std::mem::take(episodes), graph, self.config.retrieve.clone())?;
+            return Ok(done(Some(memory), Some(builder)));
+        }
+        let added = p.added();
+        let mut builder = match builder {
+            Some(b) => b,
+            None => {
+                // The first write to a scope since the service opened: its builder takes the
+                // committed episodes first.
+                let committed = base.as_ref().map_or(&[][..], |m| m.episodes());
+                self.fresh_builder(committed, added, &mut embed)?
+            }
+        };
+        for e in added {
+            builder.push_episode(&e.embedding_text(), e.timestamp, &mut embed)?;
+        }
+        let graph = builder.clone().finish(&mut embed)?;
+        let memory = match &base {
+            Some(m) => m.extend(added.to_vec(), graph)?,
+            None => Memory::new(&key, added.to_vec(), graph, self.config.retrieve.clone())?,
+        };
+        Ok(done(Some(memory), Some(builder)))
+    }
+
+    /// A fresh builder that has taken `episodes`, the labels they and `later` (the episodes
+    /// it will take next) ask for embedded first in one pass, not one per window.
+    pub(super) fn fresh_builder(
+        &self,
+        episodes: &[Episode],
+        later: &[Episode],
+        embed: &mut LabelEmbedder<'_>,
+    ) -> Result<GraphBuilder> {
+        let texts: Vec<String> = episodes.iter().chain(later).map(|e| e.embedding_text()).collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        embed(&labels_of(&refs, &self.config.graph))?;
+        let mut builder = GraphBuilder::new(self.config.graph.clone())?;
+        for (e, text) in episodes.iter().zip(&texts) {
+            builder.push_episode(text, e.timestamp, embed)?;
+        }
+        Ok(builder)
+    }
+
+    /// Writes a group's scopes and `events` in one store transaction: new episodes appended
+    /// (a scope that lost some is written anew), graphs and summaries replaced, history
+    /// appended; after a deletion, and every `serve.compact_every` commits, the store is
+    /// compacted and its old versions purged.
+    pub(super) async fn store_group(&self, built: Vec<Built>, events: &[HistoryEvent]) -> Result<Vec<Built>> {
+        let writer = self.writer.as_ref().ok_or_else(|| Error::ReadOnly { path: self.root.clone() })?;
+        let mut txn = writer.begin().await?;
+        let keys: Vec<&str> = built.iter().map(|b| b.key.as_str()).collect();
+        let rewritten: Vec<&str> = built.iter().filter(|b| b.rewrite).map(|b| b.key.as_str()).collect();
+        let emptied: Vec<&str> = built.iter().filter(|b| b.memory.is_none()).map(|b| b.key.as_str()).collect();
+        txn.remove_conversations(&rewritten, &[Table::Episodes]).await?;
+        txn.remove_conversations(&emptied, &[Table::Nodes, Table::Edges]).await?;
+        txn.remove_conversations(&keys, &[Table::Conversations]).await?;
+        let live: Vec<(&Built, &Memory)> = built.iter().filter_map(|b| b.memory.as_ref().map(|m| (b, m))).collect();
+        let rows: Vec<&Episode> =
+            live.iter().flat_map(|(b, m)| m.episodes()[if b.rewrite { 0 } else { b.stored }..].iter()).collect();
+        txn.append_episode_rows(&rows).await?;
+        let ids: Vec<Vec<&str>> =
+            live.iter().map(|(_, m)| m.episodes().iter().map(|e| e.turn_id.as_str()).collect()).collect();
+        // A scope that only grew rewrites the graph rows that changed; one written anew, or
+        // new, is written whole.
+        let mut grown: Vec<(&str, &crate::graph::Graph, &crate::graph::Graph, &[&str])> = Vec::new();
+        let mut whole: Vec<(&str, &crate::graph::Graph, &[&str])> = Vec::new();
+        for ((b, m), ids) in live.iter().zip(&ids) {
+            match (&b.base, b.rewrite) {
+                (Some(old), false) => grown.push((b.key.as_str(), old.graph(), m.graph(), ids.as_slice())),
+                _ => whole.push((b.key.as_str(), m.graph(), ids.as_slice())),
+            }
+        }
+        txn.update_graphs(&grown).await?;
+        txn.put_graphs(&whole).await?;
+        let now = Utc::now();
+        let summaries: Vec<ConversationSummary> = live
+            .iter()
+            .map(|(b, m)| ConversationSummary {
+                id: b.key.clone(),
+                format: SourceFormat::Api.as_str().to_string(),
+                source: "api".into(),
+                sessions: 1,
+                turns: m.episodes().len() as u32,
+                questions: 0,
+                unresolved_evidence: 0,
+                ingested_at: now,
+            })
+            .collect();
+        txn.append_summaries(&summaries).await?;
+        txn.append_history(events).await?;
+        // A deletion must leave no trace on disk; other writes leave the scopes' replaced graph
+        // rows behind, reclaimed every `compact_every` commits.
+        let every = self.config.serve.compact_every as u64;
+        let purge = !rewritten.is_empty() || (self.counters.commits.load(Ordering::Relaxed) + 1).is_multiple_of(every);
+        if purge {
+            txn.compact().await?;
+        }
+        let store = txn.commit().await?;
+        // Committed: from here on the write is done whatever fails. A purge that fails leaves
+        // old versions on disk for the next one; it must not report the write as failed.
+        if purge && let Err(e) = store.purge_old_versions().await {
+            tracing::warn!("purging old versions of {}: {e}", self.root.display());
+        }
+        *self.store.write().await = store;
+        Ok(built)
+    }
+
+    /// Label embeddings, from the cache where it has them.
+    pub(super) fn embed_labels(&self, labels: &[String]) -> Result<Vec<f32>> {
+        let poisoned = || Error::Batch("label cache poisoned".into());
+        let missing: Vec<String> = {
+            let cache = self.labels.lock().map_err(|_| poisoned())?;
+            let mut m: Vec<String> = labels.iter().filter(|l| !cache.contains(l)).cloned().collect();
+            m.sort();
+            m.dedup();
+            m
+        };
+        let fresh = if missing.is_empty() { Vec::new() } else { self.background.embed(&missing)? };
+        let mut cache = self.labels.lock().map_err(|_| poisoned())?;
+        let mut out = Vec::with_capacity(labels.len() * EMBEDDING_DIM);
+        let fresh: HashMap<&str, &[f32]> =
+            missing.iter().map(String::as_str).zip(fresh.chunks_exact(EMBEDDING_DIM)).collect();
+        for l in labels {
+            let v = match fresh.get(l.as_str()) {
+                Some(v) => v.to_vec(),
+                None => cache.get(l).ok_or_else(|| Error::Batch(format!("label '{l}' left the cache")))?,
+            };
+            out.extend_from_slice(&v);
+            cache.insert(l.clone(), v);
+        }
+        Ok(out)
+    }
+}
+
+pub(super) fn deletion(e: &Episode) -> HistoryEvent {
+    HistoryEvent {
+        memory_id: e.turn_id.clone(),
+        conversation: e.conversation.clone(),
+        event: "DELETE".into(),
+        at: Utc::now(),
+    }
+}

@@ -1,0 +1,80 @@
+//! `myelin.json`, the store manifest: which Lance version of each dataset a reader trusts,
+//! where each dataset lives, and reading the manifest. It must not write datasets (a
+//! [`WriteTxn`](super::WriteTxn) commits by replacing the manifest).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::schema::*;
+use crate::embed::EMBEDDING_DIM;
+use crate::error::{Error, Result};
+
+/// Store format written by this version.
+pub const STORE_FORMAT: u32 = 1;
+/// Name of the embedding model whose vectors the store holds.
+pub const EMBEDDING_MODEL: &str = "sentence-transformers/all-MiniLM-L6-v2";
+/// The manifest's file name.
+pub(super) const MANIFEST_FILE: &str = "myelin.json";
+/// The lock file's name.
+pub(super) const LOCK_FILE: &str = ".myelin.lock";
+
+/// `myelin.json`: what a reader trusts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct StoreManifest {
+    pub(super) format: u32,
+    /// Number of committed writes.
+    pub(super) generation: u64,
+    pub(super) embedding_model: String,
+    pub(super) embedding_dim: usize,
+    /// Table name → pinned Lance dataset version.
+    pub(super) tables: BTreeMap<String, u64>,
+    pub(super) updated_at: DateTime<Utc>,
+}
+
+impl StoreManifest {
+    pub(super) fn empty() -> Self {
+        StoreManifest {
+            format: STORE_FORMAT,
+            generation: 0,
+            embedding_model: EMBEDDING_MODEL.into(),
+            embedding_dim: EMBEDDING_DIM,
+            tables: BTreeMap::new(),
+            updated_at: Utc::now(),
+        }
+    }
+}
+
+pub(super) fn uri(root: &Path, table: Table) -> Result<String> {
+    let path = root.join(format!("{}.lance", table.name()));
+    path.to_str()
+        .map(str::to_owned)
+        .ok_or_else(|| Error::InvalidArgument(format!("store path {} is not valid UTF-8", path.display())))
+}
+
+pub(super) fn read_manifest(root: &Path) -> Result<Option<StoreManifest>> {
+    let path = root.join(MANIFEST_FILE);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io(&path, e)),
+    };
+    let manifest: StoreManifest = serde_json::from_slice(&bytes)
+        .map_err(|e| Error::format(&path, format!("line {} column {}", e.line(), e.column()), e.to_string()))?;
+    if manifest.format != STORE_FORMAT {
+        return Err(Error::Store {
+            path: root.to_path_buf(),
+            message: format!("store format {} is not supported (this build reads {STORE_FORMAT})", manifest.format),
+        });
+    }
+    if manifest.embedding_dim != EMBEDDING_DIM {
+        return Err(Error::Store {
+            path: root.to_path_buf(),
+            message: format!("store holds {}-dim embeddings, this build uses {EMBEDDING_DIM}", manifest.embedding_dim),
+        });
+    }
+    Ok(Some(manifest))
+}

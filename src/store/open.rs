@@ -1,0 +1,506 @@
+//! Opening a store and reading it: [`Store`] at the versions the manifest pins, the stored
+//! episodes, questions, graphs and summaries, and the checks that a store's files are whole.
+//! It must not write (that is [`WriteTxn`]).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use arrow_array::{Array, BooleanArray, FixedSizeListArray, Float32Array, ListArray, RecordBatch};
+use chrono::{DateTime, Utc};
+use futures::TryStreamExt;
+use lance::Dataset;
+use serde::{Deserialize, Serialize};
+
+use super::manifest::*;
+use super::rows::*;
+use super::schema::*;
+use crate::conversation::Question;
+use crate::embed::EMBEDDING_DIM;
+use crate::error::{Error, Result};
+use crate::graph::{Concept, ConceptKind, Edge, EdgeKind, Graph, NodeRef};
+
+/// Environment variable naming the default store directory.
+pub const STORE_ENV: &str = "MYELIN_STORE";
+/// Store directory used when neither `--store` nor `$MYELIN_STORE` names one.
+pub const DEFAULT_STORE_DIR: &str = "myelin-store";
+
+/// One stored turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Episode {
+    /// Conversation id.
+    pub conversation: String,
+    /// Session number.
+    pub session: u32,
+    /// Source turn id (`D3:12`, `42`).
+    pub turn_id: String,
+    /// 0-based position in the conversation.
+    pub position: u32,
+    /// Speaker or role.
+    pub speaker: String,
+    /// The turn's text.
+    pub text: String,
+    /// Caption of a shared photo.
+    pub image_caption: Option<String>,
+    /// When it was said.
+    pub timestamp: Option<DateTime<Utc>>,
+    /// Unit-length MiniLM embedding of [`Turn::embedding_text`].
+    pub embedding: Vec<f32>,
+}
+
+impl Episode {
+    /// The text that was embedded (see [`Turn::embedding_text`]).
+    pub fn embedding_text(&self) -> String {
+        crate::conversation::embedding_text(&self.text, self.image_caption.as_deref())
+    }
+
+    /// The text BM25 indexes: `speaker: ` and the embedded text (questions name people).
+    pub fn indexed_text(&self) -> String {
+        format!("{}: {}", self.speaker, self.embedding_text())
+    }
+}
+
+/// One row of `conversations.lance`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConversationSummary {
+    /// Conversation id.
+    pub id: String,
+    /// Source layout.
+    pub format: String,
+    /// File or directory it was read from.
+    pub source: String,
+    /// Number of sessions.
+    pub sessions: u32,
+    /// Number of turns (episodes).
+    pub turns: u32,
+    /// Number of questions.
+    pub questions: u32,
+    /// Evidence ids that named no turn.
+    pub unresolved_evidence: u32,
+    /// When it was (last) ingested.
+    pub ingested_at: DateTime<Utc>,
+}
+
+/// Versions and sizes of a store.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoreInfo {
+    /// Store directory.
+    pub path: PathBuf,
+    /// Store format.
+    pub format: u32,
+    /// Number of committed writes.
+    pub generation: u64,
+    /// Embedding model of the stored vectors.
+    pub embedding_model: String,
+    /// Pinned Lance dataset version per table.
+    pub table_versions: BTreeMap<String, u64>,
+    /// Rows per table at the pinned versions.
+    pub table_rows: BTreeMap<String, usize>,
+    /// Lance file format of the episodes dataset (e.g. `2.0`), if it exists.
+    pub lance_file_format: Option<String>,
+    /// Bytes on disk under the store directory, old Lance versions included.
+    pub size_bytes: u64,
+    /// When the last write was committed.
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A store opened for reading at its committed state.
+#[derive(Debug)]
+pub struct Store {
+    pub(super) root: PathBuf,
+    pub(super) manifest: StoreManifest,
+    pub(super) tables: BTreeMap<Table, Dataset>,
+}
+
+/// The store directory to use: `explicit`, else `$MYELIN_STORE`, else `./myelin-store`.
+pub fn resolve_store_dir(explicit: Option<&Path>) -> PathBuf {
+    explicit
+        .map(Path::to_path_buf)
+        .or_else(|| std::env::var_os(STORE_ENV).filter(|v| !v.is_empty()).map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_STORE_DIR))
+}
+
+impl Store {
+    /// Opens the store at `root` as of its last committed write. A directory without
+    /// `myelin.json` (or a missing one) is an empty store; a non-empty directory that holds
+    /// anything but Myelin's files is refused, so that a typo cannot turn some other folder
+    /// into a store.
+    pub async fn open(root: &Path) -> Result<Store> {
+        let manifest = match read_manifest(root)? {
+            Some(m) => m,
+            None => {
+                check_foreign(root)?;
+                StoreManifest::empty()
+            }
+        };
+        let mut tables = BTreeMap::new();
+        for table in Table::STORED {
+            if let Some(&version) = manifest.tables.get(table.name()) {
+                let ds = Dataset::open(&uri(root, table)?).await.map_err(|e| unreadable(root, table, e))?;
+                let ds = if ds.version().version == version {
+                    ds
+                } else {
+                    ds.checkout_version(version).await.map_err(|e| unreadable(root, table, e))?
+                };
+                check_files(root, table, &ds)?;
+                tables.insert(table, ds);
+            }
+        }
+        Ok(Store { root: root.to_path_buf(), manifest, tables })
+    }
+
+    /// The store directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The generation `root`'s manifest holds now (0 for a store never written): one small
+    /// read, for a reader that follows a writer's commits.
+    pub fn committed_generation(root: &Path) -> Result<u64> {
+        Ok(read_manifest(root)?.map_or(0, |m| m.generation))
+    }
+
+    /// Number of committed writes (0 for a store never written).
+    pub fn generation(&self) -> u64 {
+        self.manifest.generation
+    }
+
+    /// The model its embeddings come from.
+    pub fn embedding_model(&self) -> &str {
+        &self.manifest.embedding_model
+    }
+
+    /// Versions, row counts and size on disk.
+    pub async fn info(&self) -> Result<StoreInfo> {
+        let mut table_rows = BTreeMap::new();
+        for (table, ds) in &self.tables {
+            table_rows.insert(table.name().to_string(), ds.count_rows(None).await?);
+        }
+        Ok(StoreInfo {
+            table_rows,
+            path: self.root.clone(),
+            format: self.manifest.format,
+            generation: self.manifest.generation,
+            embedding_model: self.manifest.embedding_model.clone(),
+            table_versions: self.manifest.tables.clone(),
+            lance_file_format: self
+                .tables
+                .get(&Table::Episodes)
+                .map(|d| d.manifest().data_storage_format.version.to_string()),
+            size_bytes: dir_size(&self.root)?,
+            updated_at: self.manifest.updated_at,
+        })
+    }
+
+    /// Every conversation in the store, sorted by id.
+    pub async fn conversations(&self) -> Result<Vec<ConversationSummary>> {
+        let mut out = Vec::new();
+        for batch in self.scan(Table::Conversations, None).await? {
+            let ingested = ts_col(&batch, "ingested_at")?;
+            for r in 0..batch.num_rows() {
+                out.push(ConversationSummary {
+                    id: str_col(&batch, "conversation")?.value(r).to_string(),
+                    format: str_col(&batch, "format")?.value(r).to_string(),
+                    source: str_col(&batch, "source")?.value(r).to_string(),
+                    sessions: u32_col(&batch, "sessions")?.value(r),
+                    turns: u32_col(&batch, "turns")?.value(r),
+                    questions: u32_col(&batch, "questions")?.value(r),
+                    unresolved_evidence: u32_col(&batch, "unresolved_evidence")?.value(r),
+                    ingested_at: DateTime::from_timestamp_micros(ingested.value(r)).unwrap_or_default(),
+                });
+            }
+        }
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(out)
+    }
+
+    /// The episodes of one conversation in conversation order. An unknown id is an error.
+    pub async fn episodes(&self, conversation: &str) -> Result<Vec<Episode>> {
+        self.require_conversation(conversation).await?;
+        let mut out = Vec::new();
+        for batch in self.scan(Table::Episodes, Some(conversation)).await? {
+            let emb = self.embedding_col(&batch, Table::Episodes)?;
+            let caption = str_col(&batch, "image_caption")?;
+            let ts = ts_col(&batch, "timestamp")?;
+            for r in 0..batch.num_rows() {
+                let embedding = emb.row(r).ok_or_else(|| self.schema_error("episodes.embedding (null)"))?;
+                out.push(Episode {
+                    conversation: str_col(&batch, "conversation")?.value(r).to_string(),
+                    session: u32_col(&batch, "session")?.value(r),
+                    turn_id: str_col(&batch, "turn_id")?.value(r).to_string(),
+                    position: u32_col(&batch, "position")?.value(r),
+                    speaker: str_col(&batch, "speaker")?.value(r).to_string(),
+                    text: str_col(&batch, "text")?.value(r).to_string(),
+                    image_caption: (!caption.is_null(r)).then(|| caption.value(r).to_string()),
+                    timestamp: (!ts.is_null(r)).then(|| DateTime::from_timestamp_micros(ts.value(r))).flatten(),
+                    embedding: embedding.to_vec(),
+                });
+            }
+        }
+        out.sort_by_key(|e| e.position);
+        Ok(out)
+    }
+
+    /// The questions of one conversation in source order. An unknown id is an error.
+    pub async fn questions(&self, conversation: &str) -> Result<Vec<Question>> {
+        self.require_conversation(conversation).await?;
+        let mut out = Vec::new();
+        for batch in self.scan(Table::Questions, Some(conversation)).await? {
+            let evidence = list_col(&batch, "evidence")?;
+            let unresolved = list_col(&batch, "unresolved_evidence")?;
+            let adversarial: &BooleanArray = col(&batch, "adversarial", "boolean")?;
+            for r in 0..batch.num_rows() {
+                out.push(Question {
+                    id: str_col(&batch, "question_id")?.value(r).to_string(),
+                    text: str_col(&batch, "text")?.value(r).to_string(),
+                    category: str_col(&batch, "category")?.value(r).to_string(),
+                    answer: str_col(&batch, "answer")?.value(r).to_string(),
+                    evidence: list_values(evidence, r)?,
+                    unresolved_evidence: list_values(unresolved, r)?,
+                    adversarial: adversarial.value(r),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// The memory graph of one conversation, or `None` if none was built for it (a store
+    /// written before graphs existed). An unknown id is an error.
+    pub async fn graph(&self, conversation: &str) -> Result<Option<Graph>> {
+        self.require_conversation(conversation).await?;
+        let mut rows: Vec<(u32, NodeRef, Option<Concept>, f32)> = Vec::new();
+        for batch in self.scan(Table::Nodes, Some(conversation)).await? {
+            let emb = self.embedding_col(&batch, Table::Nodes)?;
+            let (node, index, mentions) =
+                (u32_col(&batch, "node")?, u32_col(&batch, "index")?, u32_col(&batch, "mentions")?);
+            let (kind, key, label) = (str_col(&batch, "kind")?, str_col(&batch, "key")?, str_col(&batch, "label")?);
+            let pagerank: &Float32Array = col(&batch, "pagerank", "float")?;
+            for r in 0..batch.num_rows() {
+                let (node_ref, concept) = if kind.value(r) == "episode" {
+                    (NodeRef::Episode(index.value(r)), None)
+                } else {
+                    let concept_kind = ConceptKind::parse(kind.value(r))
+                        .ok_or_else(|| self.schema_error(&format!("nodes.kind value '{}'", kind.value(r))))?;
+                    let embedding = emb.row(r).ok_or_else(|| {
+                        self.schema_error(&format!(
+                            "nodes.embedding (null, or not {EMBEDDING_DIM} values, for a concept)"
+                        ))
+                    })?;
+                    let concept = Concept {
+                        key: key.value(r).to_string(),
+                        label: label.value(r).to_string(),
+                        kind: concept_kind,
+                        mentions: mentions.value(r),
+                        embedding: embedding.to_vec(),
+                    };
+                    (NodeRef::Concept(index.value(r)), Some(concept))
+                };
+                rows.push((node.value(r), node_ref, concept, pagerank.value(r)));
+            }
+        }
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        rows.sort_by_key(|r| r.0);
+        let mut graph = Graph::default();
+        let mut concepts: Vec<(u32, Concept)> = Vec::new();
+        for (_, node_ref, concept, pagerank) in rows {
+            if let (NodeRef::Concept(c), Some(concept)) = (node_ref, concept) {
+                concepts.push((c, concept));
+            }
+            graph.nodes.push(node_ref);
+            graph.pagerank.push(pagerank);
+        }
+        concepts.sort_by_key(|c| c.0);
+        graph.concepts = concepts.into_iter().map(|c| c.1).collect();
+        for batch in self.scan(Table::Edges, Some(conversation)).await? {
+            let (src, dst, kind) = (u32_col(&batch, "src")?, u32_col(&batch, "dst")?, str_col(&batch, "kind")?);
+            let weight: &Float32Array = col(&batch, "weight", "float")?;
+            let hours: &Float32Array = col(&batch, "hours", "float")?;
+            for r in 0..batch.num_rows() {
+                let kind = EdgeKind::parse(kind.value(r))
+                    .ok_or_else(|| self.schema_error(&format!("edges.kind value '{}'", kind.value(r))))?;
+                graph.edges.push(Edge {
+                    src: src.value(r),
+                    dst: dst.value(r),
+                    kind,
+                    weight: weight.value(r),
+                    hours: hours.value(r),
+                });
+            }
+        }
+        graph.edges.sort_by_key(|e| (e.dst, e.src));
+        graph.validate().map_err(|e| Error::Store {
+            path: self.root.clone(),
+            message: format!("graph of conversation '{conversation}' is inconsistent: {e}"),
+        })?;
+        Ok(Some(graph))
+    }
+
+    async fn require_conversation(&self, conversation: &str) -> Result<()> {
+        let n = match self.tables.get(&Table::Conversations) {
+            Some(ds) => ds.count_rows(Some(eq_filter("conversation", conversation))).await?,
+            None => 0,
+        };
+        if n == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "unknown conversation '{conversation}' in store {} (see `myelin stats`)",
+                self.root.display()
+            )));
+        }
+        Ok(())
+    }
+
+    async fn scan(&self, table: Table, conversation: Option<&str>) -> Result<Vec<RecordBatch>> {
+        self.scan_where(table, conversation.map(|c| eq_filter("conversation", c))).await
+    }
+
+    async fn scan_where(&self, table: Table, filter: Option<String>) -> Result<Vec<RecordBatch>> {
+        let Some(ds) = self.tables.get(&table) else { return Ok(Vec::new()) };
+        let mut scanner = ds.scan();
+        if let Some(f) = filter {
+            scanner.filter(&f)?;
+        }
+        Ok(scanner.try_into_stream().await?.try_collect().await?)
+    }
+
+    /// The recorded changes of a memory (or of every memory when `memory_id` is `None`),
+    /// oldest first.
+    pub async fn history(&self, memory_id: Option<&str>) -> Result<Vec<HistoryEvent>> {
+        let mut out = Vec::new();
+        for batch in self.scan_where(Table::History, memory_id.map(|m| eq_filter("memory_id", m))).await? {
+            let at = ts_col(&batch, "at")?;
+            for r in 0..batch.num_rows() {
+                out.push(HistoryEvent {
+                    memory_id: str_col(&batch, "memory_id")?.value(r).to_string(),
+                    conversation: str_col(&batch, "conversation")?.value(r).to_string(),
+                    event: str_col(&batch, "event")?.value(r).to_string(),
+                    at: DateTime::from_timestamp_micros(at.value(r)).unwrap_or_default(),
+                });
+            }
+        }
+        out.sort_by_key(|e| e.at);
+        Ok(out)
+    }
+
+    /// The `embedding` column of a batch of `table`: a fixed-size list, or (nodes) a list.
+    fn embedding_col<'a>(&self, batch: &'a RecordBatch, table: Table) -> Result<EmbeddingCol<'a>> {
+        let column = batch
+            .column_by_name("embedding")
+            .ok_or_else(|| Error::InvalidArgument(format!("column {}.embedding is missing", table.name())))?;
+        let (rows, values) = if let Some(list) = column.as_any().downcast_ref::<FixedSizeListArray>() {
+            (EmbeddingRows::Fixed(list), list.values())
+        } else if let Some(list) = column.as_any().downcast_ref::<ListArray>() {
+            (EmbeddingRows::Listed(list), list.values())
+        } else {
+            return Err(self.schema_error(&format!("{}.embedding", table.name())));
+        };
+        let values = values
+            .as_any()
+            .downcast_ref::<Float32Array>()
+            .ok_or_else(|| self.schema_error(&format!("{}.embedding values", table.name())))?;
+        Ok(EmbeddingCol { rows, values: values.values() })
+    }
+
+    fn schema_error(&self, what: &str) -> Error {
+        Error::Store { path: self.root.clone(), message: format!("column {what} has an unexpected type") }
+    }
+
+    /// Deletes every version of every table older than the committed one, with the files only
+    /// they use: after a compacting write, deleted rows then exist in no file. Run by the one
+    /// writer, after its commit.
+    pub async fn purge_old_versions(&self) -> Result<()> {
+        for ds in self.tables.values() {
+            ds.cleanup_old_versions(chrono::Duration::zero(), Some(true), None).await?;
+            crate::fault::point("purge");
+        }
+        Ok(())
+    }
+}
+
+/// A store directory never committed to must not be some other folder (see [`Store::open`]).
+pub(super) fn check_foreign_if_unborn(root: &Path) -> Result<()> {
+    if root.join(MANIFEST_FILE).exists() { Ok(()) } else { check_foreign(root) }
+}
+
+/// A dataset that Lance cannot open at its pinned version: the error names the dataset.
+pub(super) fn unreadable(root: &Path, table: Table, e: lance::Error) -> Error {
+    Error::Store { path: root.join(format!("{}.lance", table.name())), message: format!("cannot be opened: {e}") }
+}
+
+/// Every data file of `ds`'s version is there with the size its manifest recorded, so a
+/// truncated or missing file is an error naming it when the store opens, not a read that
+/// fails (or succeeds on part of the rows) later. Lance keeps no checksum of a file's bytes:
+/// damage that keeps the size is not seen here.
+pub(super) fn check_files(root: &Path, table: Table, ds: &Dataset) -> Result<()> {
+    let dir = root.join(format!("{}.lance", table.name()));
+    for fragment in ds.fragments().iter() {
+        for file in &fragment.files {
+            let path = dir.join("data").join(&file.path);
+            let found = match std::fs::metadata(&path) {
+                Ok(m) => m.len(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    return Err(Error::Store { path, message: "is missing: the store cannot be read".into() });
+                }
+                Err(e) => return Err(Error::io(&path, e)),
+            };
+            if let Some(recorded) = file.file_size_bytes.get()
+                && recorded.get() != found
+            {
+                return Err(Error::Store {
+                    path,
+                    message: format!(
+                        "is {found} bytes where the dataset records {recorded}: truncated or damaged, the store cannot be read"
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a non-empty directory that holds files other than a store's.
+pub(super) fn check_foreign(root: &Path) -> Result<()> {
+    let entries = match std::fs::read_dir(root) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io(root, e)),
+    };
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io(root, e))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let ours = name == LOCK_FILE
+            || name.starts_with(MANIFEST_FILE)
+            || Table::STORED.iter().any(|t| name == format!("{}.lance", t.name()));
+        if !ours {
+            return Err(Error::Store {
+                path: root.to_path_buf(),
+                message: format!("not a Myelin store: it has no {MANIFEST_FILE} and holds '{name}'"),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Bytes of every file under `root` (0 when it does not exist).
+pub fn dir_size(root: &Path) -> Result<u64> {
+    let mut total = 0;
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(Error::io(&dir, e)),
+        };
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io(&dir, e))?;
+            let meta = entry.metadata().map_err(|e| Error::io(entry.path(), e))?;
+            if meta.is_dir() {
+                stack.push(entry.path());
+            } else {
+                total += meta.len();
+            }
+        }
+    }
+    Ok(total)
+}

@@ -1,0 +1,233 @@
+//! Rows to Arrow and back: record batches of episodes and graphs, typed column access,
+//! filters. It must not open datasets or know about transactions.
+
+use std::sync::Arc;
+
+use arrow_array::builder::{Float32Builder, ListBuilder};
+use arrow_array::{
+    Array, ArrayRef, FixedSizeListArray, Float32Array, ListArray, RecordBatch, StringArray, TimestampMicrosecondArray,
+    UInt32Array,
+};
+use arrow_schema::{DataType, Field};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::schema::*;
+use crate::embed::EMBEDDING_DIM;
+use crate::error::{Error, Result};
+use crate::graph::{Edge, Graph, NodeRef};
+
+/// A SQL equality filter with the value quoted.
+/// One episode row as written, borrowed from a [`Turn`] or an [`Episode`].
+pub(super) struct EpisodeRow<'a> {
+    pub(super) conversation: &'a str,
+    pub(super) session: u32,
+    pub(super) id: &'a str,
+    pub(super) position: u32,
+    pub(super) speaker: &'a str,
+    pub(super) text: &'a str,
+    pub(super) image_caption: Option<&'a str>,
+    pub(super) timestamp: Option<DateTime<Utc>>,
+}
+
+/// The `episodes` record batch of `rows` with their embeddings (`rows.len() × EMBEDDING_DIM`).
+pub(super) fn episode_batch(rows: &[EpisodeRow], embeddings: Vec<f32>) -> Result<RecordBatch> {
+    let emb = embedding_array(embeddings, None)?;
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.conversation))),
+        Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.session))),
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.id))),
+        Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.position))),
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.speaker))),
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.text))),
+        Arc::new(StringArray::from(rows.iter().map(|r| r.image_caption).collect::<Vec<_>>())),
+        Arc::new(
+            TimestampMicrosecondArray::from(rows.iter().map(|r| micros(r.timestamp)).collect::<Vec<_>>())
+                .with_timezone("UTC"),
+        ),
+        Arc::new(emb),
+    ];
+    Ok(RecordBatch::try_new(Table::Episodes.schema(), columns)?)
+}
+
+pub(super) fn eq_filter(column: &str, value: &str) -> String {
+    format!("{column} = {}", quote(value))
+}
+
+/// `value` as an SQL string literal.
+pub(super) fn quote(value: &str) -> String {
+    format!("'{}'", value.replace('\'', "''"))
+}
+
+/// Column `name` of `batch` as the Arrow array type `T`; `kind` names the type in the error.
+pub(super) fn col<'a, T: Array + 'static>(batch: &'a RecordBatch, name: &str, kind: &str) -> Result<&'a T> {
+    batch
+        .column_by_name(name)
+        .and_then(|c| c.as_any().downcast_ref::<T>())
+        .ok_or_else(|| Error::InvalidArgument(format!("column {name} is missing or not {kind}")))
+}
+
+/// A column of `EMBEDDING_DIM`-float vectors.
+pub(super) struct EmbeddingCol<'a> {
+    pub(super) rows: EmbeddingRows<'a>,
+    pub(super) values: &'a [f32],
+}
+
+/// How an embedding column lays out its rows.
+pub(super) enum EmbeddingRows<'a> {
+    /// `EMBEDDING_DIM` values per row, null rows included.
+    Fixed(&'a FixedSizeListArray),
+    /// A list per row; a null row holds no values.
+    Listed(&'a ListArray),
+}
+
+impl<'a> EmbeddingCol<'a> {
+    /// Row `r`'s vector, `None` for a null row (or a listed row without `EMBEDDING_DIM` values).
+    pub(super) fn row(&self, r: usize) -> Option<&'a [f32]> {
+        match self.rows {
+            EmbeddingRows::Fixed(list) => {
+                let start = list.value_offset(r) as usize;
+                (!list.is_null(r)).then(|| &self.values[start..start + EMBEDDING_DIM])
+            }
+            EmbeddingRows::Listed(list) => {
+                let (start, end) = (list.value_offsets()[r] as usize, list.value_offsets()[r + 1] as usize);
+                (!list.is_null(r) && end - start == EMBEDDING_DIM).then(|| &self.values[start..end])
+            }
+        }
+    }
+}
+
+/// Rows of one conversation's graph to append: the chosen nodes and edges.
+pub(super) struct GraphRows<'a> {
+    pub(super) conversation: &'a str,
+    pub(super) graph: &'a Graph,
+    pub(super) turn_ids: &'a [&'a str],
+    pub(super) nodes: Vec<u32>,
+    pub(super) edges: Vec<&'a Edge>,
+}
+
+/// What a graph changed since an older version of it. Node ids are given in arrival order, so
+/// the two share a first stretch of nodes (`kept`); after it the old version's nodes are gone
+/// (the serving API's graph consolidates its open window into concepts, which the next write's
+/// episode then follows) and the new one's are new.
+#[derive(Debug, PartialEq)]
+pub(super) struct GraphDiff {
+    /// Nodes the two versions share: ids `0..kept` are the same nodes.
+    pub(super) kept: u32,
+    /// Nodes to write, ascending: the kept ones whose row changed (a concept's mentions or
+    /// embedding), then every node from `kept` on.
+    pub(super) nodes: Vec<u32>,
+    /// Nodes whose in-edges to write, ascending: the kept ones whose in-edges changed, then
+    /// every node from `kept` on that has any.
+    pub(super) edges_to: Vec<u32>,
+}
+
+impl GraphDiff {
+    pub(super) fn of(old: &Graph, new: &Graph) -> GraphDiff {
+        let kept = old.shared_nodes(new) as u32;
+        let mut nodes: Vec<u32> = (0..kept)
+            .filter(|&i| match new.nodes[i as usize] {
+                NodeRef::Concept(c) => old.concepts[c as usize] != new.concepts[c as usize],
+                NodeRef::Episode(_) => false,
+            })
+            .collect();
+        nodes.extend(kept..new.node_count() as u32);
+        let edges_to = (0..new.node_count() as u32)
+            .filter(|&d| {
+                let fresh = new.in_edges(d);
+                if d < kept { old.in_edges(d) != fresh } else { !fresh.is_empty() }
+            })
+            .collect();
+        GraphDiff { kept, nodes, edges_to }
+    }
+
+    /// Whether writing only what changed beats writing the graph whole: at most a quarter of
+    /// its nodes changed or have changed in-edges.
+    pub(super) fn small(&self, nodes: usize) -> bool {
+        4 * (self.nodes.len() + self.edges_to.len()) <= nodes
+    }
+
+    /// The rows of `table` this diff replaces in `conversation`: the changed kept nodes' and
+    /// everything from `kept` on (`None`: none).
+    pub(super) fn stale(&self, table: Table, conversation: &str, old_nodes: usize) -> Option<String> {
+        let (column, ids) = match table {
+            Table::Nodes => ("node", &self.nodes),
+            _ => ("dst", &self.edges_to),
+        };
+        let changed: Vec<String> = ids.iter().take_while(|&&i| i < self.kept).map(u32::to_string).collect();
+        let mut any = Vec::new();
+        if !changed.is_empty() {
+            any.push(format!("{column} IN ({})", changed.join(", ")));
+        }
+        if (self.kept as usize) < old_nodes {
+            any.push(format!("{column} >= {}", self.kept));
+        }
+        (!any.is_empty()).then(|| format!("({} AND ({}))", eq_filter("conversation", conversation), any.join(" OR ")))
+    }
+}
+
+/// `vectors` (one per row, `None` for a null row) as a list column: a null row holds no values.
+pub(super) fn listed_embeddings(vectors: &[Option<&[f32]>]) -> ListArray {
+    let mut builder = ListBuilder::with_capacity(Float32Builder::new(), vectors.len());
+    for v in vectors {
+        match v {
+            Some(v) => {
+                builder.values().append_slice(v);
+                builder.append(true);
+            }
+            None => builder.append(false),
+        }
+    }
+    builder.finish()
+}
+
+/// Rows of `EMBEDDING_DIM` floats as the schema's embedding column; `valid` marks the non-null
+/// rows (all when `None`).
+pub(super) fn embedding_array(values: Vec<f32>, valid: Option<Vec<bool>>) -> Result<FixedSizeListArray> {
+    let item = Arc::new(Field::new("item", DataType::Float32, true));
+    let values = Arc::new(Float32Array::from(values));
+    Ok(FixedSizeListArray::try_new(item, EMBEDDING_DIM as i32, values, valid.map(Into::into))?)
+}
+
+pub(super) fn str_col<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a StringArray> {
+    col(batch, name, "text")
+}
+
+pub(super) fn u32_col<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a UInt32Array> {
+    col(batch, name, "uint32")
+}
+
+pub(super) fn ts_col<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a TimestampMicrosecondArray> {
+    col(batch, name, "a timestamp")
+}
+
+pub(super) fn list_col<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a ListArray> {
+    col(batch, name, "a list")
+}
+
+pub(super) fn list_values(list: &ListArray, row: usize) -> Result<Vec<String>> {
+    let values = list.value(row);
+    let strings = values
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .ok_or_else(|| Error::InvalidArgument("list column does not hold text".into()))?;
+    Ok((0..strings.len()).map(|i| strings.value(i).to_string()).collect())
+}
+
+pub(super) fn micros(t: Option<DateTime<Utc>>) -> Option<i64> {
+    t.map(|t| t.timestamp_micros())
+}
+
+/// One recorded change of a memory. It holds no text, so a deleted memory's words survive
+/// nowhere.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryEvent {
+    /// The memory.
+    pub memory_id: String,
+    /// The conversation (scope) it belonged to.
+    pub conversation: String,
+    /// `ADD` or `DELETE`.
+    pub event: String,
+    /// When.
+    pub at: DateTime<Utc>,
+}

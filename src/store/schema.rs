@@ -1,0 +1,126 @@
+//! The store's datasets and their Arrow schemas: one [`Table`] per Lance dataset, its
+//! directory name and its columns. This file owns the on-disk schema; it must not read or
+//! write a dataset.
+
+use std::sync::Arc;
+
+use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
+
+use crate::embed::EMBEDDING_DIM;
+
+/// The datasets of a store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Table {
+    /// One row per turn.
+    Episodes,
+    /// One row per question.
+    Questions,
+    /// One row per conversation.
+    Conversations,
+    /// One row per graph node.
+    Nodes,
+    /// One row per graph edge.
+    Edges,
+    /// One row per change made through the serving API (append-only; outlives what it
+    /// records).
+    History,
+}
+
+impl Table {
+    /// Every table, in the order they are written.
+    pub const ALL: [Table; 5] = [Table::Episodes, Table::Questions, Table::Conversations, Table::Nodes, Table::Edges];
+    /// Every dataset a store may hold: the conversation tables and the history.
+    pub const STORED: [Table; 6] =
+        [Table::Episodes, Table::Questions, Table::Conversations, Table::Nodes, Table::Edges, Table::History];
+
+    /// Dataset name (directory `<name>.lance`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Table::Episodes => "episodes",
+            Table::Questions => "questions",
+            Table::Conversations => "conversations",
+            Table::Nodes => "nodes",
+            Table::Edges => "edges",
+            Table::History => "history",
+        }
+    }
+
+    pub(super) fn schema(self) -> SchemaRef {
+        let ts = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
+        let list_of_str = DataType::List(Arc::new(Field::new("item", DataType::Utf8, true)));
+        let embedding =
+            DataType::FixedSizeList(Arc::new(Field::new("item", DataType::Float32, true)), EMBEDDING_DIM as i32);
+        let fields = match self {
+            Table::Episodes => vec![
+                Field::new("conversation", DataType::Utf8, false),
+                Field::new("session", DataType::UInt32, false),
+                Field::new("turn_id", DataType::Utf8, false),
+                Field::new("position", DataType::UInt32, false),
+                Field::new("speaker", DataType::Utf8, false),
+                Field::new("text", DataType::Utf8, false),
+                Field::new("image_caption", DataType::Utf8, true),
+                Field::new("timestamp", ts, true),
+                Field::new("embedding", embedding.clone(), false),
+            ],
+            Table::Questions => vec![
+                Field::new("conversation", DataType::Utf8, false),
+                Field::new("question_id", DataType::Utf8, false),
+                Field::new("text", DataType::Utf8, false),
+                Field::new("category", DataType::Utf8, false),
+                Field::new("answer", DataType::Utf8, false),
+                Field::new("evidence", list_of_str.clone(), false),
+                Field::new("unresolved_evidence", list_of_str, false),
+                Field::new("adversarial", DataType::Boolean, false),
+            ],
+            Table::Conversations => vec![
+                Field::new("conversation", DataType::Utf8, false),
+                Field::new("format", DataType::Utf8, false),
+                Field::new("source", DataType::Utf8, false),
+                Field::new("sessions", DataType::UInt32, false),
+                Field::new("turns", DataType::UInt32, false),
+                Field::new("questions", DataType::UInt32, false),
+                Field::new("unresolved_evidence", DataType::UInt32, false),
+                Field::new("ingested_at", ts, false),
+            ],
+            Table::Nodes => vec![
+                Field::new("conversation", DataType::Utf8, false),
+                Field::new("node", DataType::UInt32, false),
+                // "episode", or the concept kind ("name", "phrase", "term", "date").
+                Field::new("kind", DataType::Utf8, false),
+                // Episode index in the conversation, or concept index.
+                Field::new("index", DataType::UInt32, false),
+                // Turn id of an episode, key of a concept.
+                Field::new("key", DataType::Utf8, false),
+                Field::new("label", DataType::Utf8, false),
+                Field::new("mentions", DataType::UInt32, false),
+                Field::new("pagerank", DataType::Float32, false),
+                // Concepts only (null for an episode, whose vector is its row in `episodes`): a
+                // list, so an episode's row holds no values. Stores written before 2026-12 hold
+                // a fixed-size list here, 384 zeros per episode; they are read and appended to
+                // as they are (see `WriteTxn::put_graphs`).
+                Field::new("embedding", node_embedding(), true),
+            ],
+            Table::Edges => vec![
+                Field::new("conversation", DataType::Utf8, false),
+                Field::new("src", DataType::UInt32, false),
+                Field::new("dst", DataType::UInt32, false),
+                Field::new("kind", DataType::Utf8, false),
+                Field::new("weight", DataType::Float32, false),
+                Field::new("hours", DataType::Float32, false),
+            ],
+            Table::History => vec![
+                Field::new("memory_id", DataType::Utf8, false),
+                Field::new("conversation", DataType::Utf8, false),
+                // "ADD" or "DELETE".
+                Field::new("event", DataType::Utf8, false),
+                Field::new("at", ts, false),
+            ],
+        };
+        Arc::new(Schema::new(fields))
+    }
+}
+
+/// The type of `nodes.embedding`: a list of floats, null for an episode.
+pub(super) fn node_embedding() -> DataType {
+    DataType::List(Arc::new(Field::new("item", DataType::Float32, true)))
+}

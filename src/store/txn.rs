@@ -1,0 +1,536 @@
+//! Writing: the right to write a store, one [`Writer`] per store for the life of a process (an
+//! `flock` on `.myelin.lock` that the kernel releases when the process dies), and a write,
+//! [`WriteTxn`], which appends new Lance versions of the datasets it changes and commits
+//! them all at once by renaming the manifest; the history of the serving API. It must not
+//! decide what to write (callers hand it conversations, graphs, episodes).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::builder::{ListBuilder, StringBuilder};
+use arrow_array::{
+    Array, ArrayRef, BooleanArray, Float32Array, RecordBatch, RecordBatchIterator, StringArray,
+    TimestampMicrosecondArray, UInt32Array,
+};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use chrono::Utc;
+use lance::Dataset;
+use lance::dataset::{WriteMode, WriteParams};
+
+use super::manifest::*;
+use super::open::*;
+use super::rows::*;
+use super::schema::*;
+use crate::conversation::{Conversation, Turn};
+use crate::embed::EMBEDDING_DIM;
+use crate::error::{Error, Result};
+use crate::graph::{Edge, Graph, NodeRef};
+
+/// The right to write one store: an exclusive OS lock (`flock` on `.myelin.lock`) that a writing
+/// process (serve, mcp, ingest, a library `Service`) takes once and holds for as long as it may
+/// write. Whoever keeps state derived from the store (the serving API's scopes) must hold it for
+/// that state's whole life, so that no other view of the store can commit meanwhile. The kernel
+/// releases the lock when the process dies, so a crash never leaves a stale lock; a second
+/// writer, in this process or another, gets [`Error::Locked`] naming the holder. Readers take
+/// no lock.
+#[derive(Debug, Clone)]
+pub struct Writer {
+    pub(super) root: PathBuf,
+    /// The locked file; the lock lasts while any clone of this handle does.
+    pub(super) _lock: Arc<std::fs::File>,
+}
+
+impl Writer {
+    /// Takes the writer lock of the store at `root` (creating the directory), or fails at once
+    /// with [`Error::Locked`] if another writer holds it. The lock file then names this
+    /// process, for the error a later writer gets.
+    pub fn acquire(root: &Path) -> Result<Writer> {
+        use std::io::{Read, Seek, Write};
+        std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
+        check_foreign_if_unborn(root)?;
+        let lock_path = root.join(LOCK_FILE);
+        let mut lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| Error::io(&lock_path, e))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let mut holder = String::new();
+                // The holder writes its name right after locking: it may not be there yet.
+                let _ = lock.read_to_string(&mut holder);
+                let holder = holder.trim();
+                return Err(Error::Locked {
+                    path: root.to_path_buf(),
+                    holder: if holder.is_empty() {
+                        "a process that has not named itself yet".into()
+                    } else {
+                        holder.into()
+                    },
+                });
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(&lock_path, e)),
+        }
+        let command: Vec<String> = std::env::args().collect();
+        let name = format!("pid {} ({}), since {}\n", std::process::id(), command.join(" "), Utc::now().to_rfc3339());
+        lock.set_len(0)
+            .and_then(|()| lock.rewind())
+            .and_then(|()| lock.write_all(name.as_bytes()))
+            .map_err(|e| Error::io(&lock_path, e))?;
+        Ok(Writer { root: root.to_path_buf(), _lock: Arc::new(lock) })
+    }
+
+    /// The store directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Starts a write transaction on the store as last committed. Nothing is visible to
+    /// readers before [`WriteTxn::commit`].
+    pub async fn begin(&self) -> Result<WriteTxn> {
+        let store = Store::open(&self.root).await?;
+        Ok(WriteTxn { store, _writer: self.clone(), fresh: BTreeMap::new() })
+    }
+}
+
+/// A write in progress. Dropping it without [`WriteTxn::commit`] abandons every change.
+#[derive(Debug)]
+pub struct WriteTxn {
+    pub(super) store: Store,
+    /// Held for the transaction's life (and by its owner for longer).
+    pub(super) _writer: Writer,
+    /// Tables already brought to the pinned state (restored) in this transaction.
+    pub(super) fresh: BTreeMap<Table, Dataset>,
+}
+
+impl WriteTxn {
+    /// The store as it was when the transaction began.
+    pub fn base(&self) -> &Store {
+        &self.store
+    }
+
+    /// The dataset of `table` ready for writing, at the committed state: versions left by an
+    /// abandoned write are rolled back by a Lance restore. `None` if the table has never been
+    /// committed.
+    pub(super) async fn table(&mut self, table: Table) -> Result<Option<&mut Dataset>> {
+        if !self.fresh.contains_key(&table) {
+            let Some(pinned) = self.store.tables.get(&table) else { return Ok(None) };
+            let mut ds = pinned.clone();
+            let latest = ds.latest_version_id().await?;
+            if latest != ds.version().version {
+                tracing::warn!(
+                    table = table.name(),
+                    pinned = ds.version().version,
+                    latest,
+                    "rolling back versions of an abandoned write"
+                );
+                ds.restore().await?;
+            }
+            self.fresh.insert(table, ds);
+        }
+        Ok(self.fresh.get_mut(&table))
+    }
+
+    /// Removes a conversation from every table (a no-op for an unknown id). Used before
+    /// writing a conversation again, so re-ingesting replaces and never duplicates.
+    pub async fn remove_conversation(&mut self, conversation: &str) -> Result<()> {
+        self.remove_conversations(&[conversation], &Table::ALL).await
+    }
+
+    /// Removes the rows of `conversations` from `tables`: one delete per table, however many
+    /// conversations (a no-op for none).
+    pub async fn remove_conversations(&mut self, conversations: &[&str], tables: &[Table]) -> Result<()> {
+        if conversations.is_empty() {
+            return Ok(());
+        }
+        let quoted: Vec<String> = conversations.iter().map(|c| quote(c)).collect();
+        let filter = format!("conversation IN ({})", quoted.join(", "));
+        for &table in tables {
+            if let Some(ds) = self.table(table).await? {
+                ds.delete(&filter).await?;
+                crate::fault::point("delete");
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) async fn append(&mut self, table: Table, batch: RecordBatch) -> Result<()> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        let schema = batch.schema();
+        let reader = RecordBatchIterator::new(vec![Ok(batch)], schema);
+        match self.table(table).await? {
+            Some(ds) => ds.append(reader, None).await?,
+            None => {
+                // Never committed: a dataset left by an abandoned first write is overwritten.
+                let params = WriteParams { mode: WriteMode::Overwrite, ..WriteParams::default() };
+                let ds = Dataset::write(reader, uri(&self.store.root, table)?.as_str(), Some(params)).await?;
+                self.fresh.insert(table, ds);
+            }
+        }
+        crate::fault::point(table.name());
+        Ok(())
+    }
+
+    /// Appends episodes: `turns` of `conversation` with their embeddings
+    /// (`turns.len() × EMBEDDING_DIM` values, row-major).
+    pub async fn append_episodes(
+        &mut self,
+        conversation: &str,
+        session_of: &[u32],
+        turns: &[&Turn],
+        embeddings: &[f32],
+    ) -> Result<()> {
+        if embeddings.len() != turns.len() * EMBEDDING_DIM || session_of.len() != turns.len() {
+            return Err(Error::InvalidArgument(format!(
+                "{} turns, {} session numbers and {} embedding values do not match",
+                turns.len(),
+                session_of.len(),
+                embeddings.len()
+            )));
+        }
+        let rows: Vec<EpisodeRow> = turns
+            .iter()
+            .zip(session_of)
+            .map(|(t, &session)| EpisodeRow {
+                conversation,
+                session,
+                id: &t.id,
+                position: t.position,
+                speaker: &t.speaker,
+                text: &t.text,
+                image_caption: t.image_caption.as_deref(),
+                timestamp: t.timestamp,
+            })
+            .collect();
+        self.append(Table::Episodes, episode_batch(&rows, embeddings.to_vec())?).await
+    }
+
+    /// Appends stored episodes as they are, of any conversations, in one write.
+    pub async fn append_episode_rows(&mut self, episodes: &[&Episode]) -> Result<()> {
+        if let Some(e) = episodes.iter().find(|e| e.embedding.len() != EMBEDDING_DIM) {
+            return Err(Error::InvalidArgument(format!(
+                "episode {} of {}: {} embedding values, expected {EMBEDDING_DIM}",
+                e.turn_id,
+                e.conversation,
+                e.embedding.len()
+            )));
+        }
+        let rows: Vec<EpisodeRow> = episodes
+            .iter()
+            .map(|e| EpisodeRow {
+                conversation: &e.conversation,
+                session: e.session,
+                id: &e.turn_id,
+                position: e.position,
+                speaker: &e.speaker,
+                text: &e.text,
+                image_caption: e.image_caption.as_deref(),
+                timestamp: e.timestamp,
+            })
+            .collect();
+        let embeddings = episodes.iter().flat_map(|e| e.embedding.iter().copied()).collect();
+        self.append(Table::Episodes, episode_batch(&rows, embeddings)?).await
+    }
+
+    /// Records changes in the history.
+    pub async fn append_history(&mut self, events: &[HistoryEvent]) -> Result<()> {
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from_iter_values(events.iter().map(|e| e.memory_id.as_str()))),
+            Arc::new(StringArray::from_iter_values(events.iter().map(|e| e.conversation.as_str()))),
+            Arc::new(StringArray::from_iter_values(events.iter().map(|e| e.event.as_str()))),
+            Arc::new(
+                TimestampMicrosecondArray::from_iter_values(events.iter().map(|e| e.at.timestamp_micros()))
+                    .with_timezone("UTC"),
+            ),
+        ];
+        self.append(Table::History, RecordBatch::try_new(Table::History.schema(), columns)?).await
+    }
+
+    /// Writes a conversation's questions and its summary row. Call after its episodes.
+    pub async fn put_conversation(&mut self, conversation: &Conversation, source: &str) -> Result<ConversationSummary> {
+        let qs = &conversation.questions;
+        let mut evidence = ListBuilder::new(StringBuilder::new());
+        let mut unresolved = ListBuilder::new(StringBuilder::new());
+        for q in qs {
+            for e in &q.evidence {
+                evidence.values().append_value(e);
+            }
+            evidence.append(true);
+            for e in &q.unresolved_evidence {
+                unresolved.values().append_value(e);
+            }
+            unresolved.append(true);
+        }
+        let n = qs.len();
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from(vec![conversation.id.as_str(); n])),
+            Arc::new(StringArray::from_iter_values(qs.iter().map(|q| q.id.as_str()))),
+            Arc::new(StringArray::from_iter_values(qs.iter().map(|q| q.text.as_str()))),
+            Arc::new(StringArray::from_iter_values(qs.iter().map(|q| q.category.as_str()))),
+            Arc::new(StringArray::from_iter_values(qs.iter().map(|q| q.answer.as_str()))),
+            Arc::new(evidence.finish()),
+            Arc::new(unresolved.finish()),
+            Arc::new(BooleanArray::from(qs.iter().map(|q| q.adversarial).collect::<Vec<_>>())),
+        ];
+        // The list builders name their item field "item" and make it nullable, as the schema.
+        let batch = RecordBatch::try_new(Table::Questions.schema(), columns)?;
+        self.append(Table::Questions, batch).await?;
+
+        let summary = ConversationSummary {
+            id: conversation.id.clone(),
+            format: conversation.format.as_str().to_string(),
+            source: source.to_string(),
+            sessions: conversation.sessions.len() as u32,
+            turns: conversation.turn_count() as u32,
+            questions: n as u32,
+            unresolved_evidence: qs.iter().map(|q| q.unresolved_evidence.len() as u32).sum(),
+            ingested_at: Utc::now(),
+        };
+        self.append_summaries(std::slice::from_ref(&summary)).await?;
+        Ok(summary)
+    }
+
+    /// Appends conversation summary rows as they are (no questions), in one write.
+    pub async fn append_summaries(&mut self, summaries: &[ConversationSummary]) -> Result<()> {
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from_iter_values(summaries.iter().map(|s| s.id.as_str()))),
+            Arc::new(StringArray::from_iter_values(summaries.iter().map(|s| s.format.as_str()))),
+            Arc::new(StringArray::from_iter_values(summaries.iter().map(|s| s.source.as_str()))),
+            Arc::new(UInt32Array::from_iter_values(summaries.iter().map(|s| s.sessions))),
+            Arc::new(UInt32Array::from_iter_values(summaries.iter().map(|s| s.turns))),
+            Arc::new(UInt32Array::from_iter_values(summaries.iter().map(|s| s.questions))),
+            Arc::new(UInt32Array::from_iter_values(summaries.iter().map(|s| s.unresolved_evidence))),
+            Arc::new(
+                TimestampMicrosecondArray::from_iter_values(summaries.iter().map(|s| s.ingested_at.timestamp_micros()))
+                    .with_timezone("UTC"),
+            ),
+        ];
+        let batch = RecordBatch::try_new(Table::Conversations.schema(), columns)?;
+        self.append(Table::Conversations, batch).await
+    }
+
+    /// Writes the graph of a conversation, replacing any it had. `turn_ids` are the ids of its
+    /// episodes in conversation order (the graph's episode indices).
+    pub async fn put_graph(&mut self, conversation: &str, graph: &Graph, turn_ids: &[&str]) -> Result<()> {
+        self.put_graphs(&[(conversation, graph, turn_ids)]).await
+    }
+
+    /// Writes the graphs of many conversations, each replacing any it had, in one delete and
+    /// one append per table. Each entry is (conversation, graph, its episodes' turn ids).
+    pub async fn put_graphs(&mut self, graphs: &[(&str, &Graph, &[&str])]) -> Result<()> {
+        self.put_graphs_laid_out(graphs, None).await
+    }
+
+    /// [`WriteTxn::put_graphs`], with `nodes.embedding` as a fixed-size list (`Some(true)`, the
+    /// layout of stores written before 2026-12), a list (`Some(false)`), or as the nodes table
+    /// already holds it (`None`; a list in a new store).
+    pub(super) async fn put_graphs_laid_out(
+        &mut self,
+        graphs: &[(&str, &Graph, &[&str])],
+        fixed: Option<bool>,
+    ) -> Result<()> {
+        for (conversation, graph, turn_ids) in graphs {
+            graph.check(conversation, turn_ids.len())?;
+        }
+        let names: Vec<&str> = graphs.iter().map(|g| g.0).collect();
+        self.remove_conversations(&names, &[Table::Nodes, Table::Edges]).await?;
+        let rows: Vec<GraphRows> = graphs
+            .iter()
+            .map(|&(conversation, graph, turn_ids)| GraphRows {
+                conversation,
+                graph,
+                turn_ids,
+                nodes: (0..graph.node_count() as u32).collect(),
+                edges: graph.edges.iter().collect(),
+            })
+            .collect();
+        self.append_graph_rows(&rows, fixed).await
+    }
+
+    /// Brings the stored graphs of conversations up to date after episodes were appended to
+    /// them (the episodes they had keep their indices and turn ids): each entry is
+    /// (conversation, the graph stored now, its new graph, the turn ids of all its episodes).
+    /// Only the rows that changed are rewritten (old rows deleted, new ones appended): every
+    /// node after the stretch both versions share (the serving API consolidates its open
+    /// window into concepts, so the last write's window is consolidated again with the new
+    /// episodes), the concepts before it whose mentions or embedding moved, and the in-edges of
+    /// every node whose in-edges changed. PageRank, which every edge moves, is not rewritten:
+    /// [`Graph::rank`] derives it from the edges on load, so a row's `pagerank` is its value
+    /// when the row was written. A graph that changed in more than a quarter of its rows is
+    /// written whole, as [`WriteTxn::put_graphs`] does.
+    pub async fn update_graphs(&mut self, graphs: &[(&str, &Graph, &Graph, &[&str])]) -> Result<()> {
+        let mut whole: Vec<(&str, &Graph, &[&str])> = Vec::new();
+        let mut rows: Vec<GraphRows> = Vec::new();
+        let mut stale: Vec<(Table, String)> = Vec::new();
+        for &(conversation, old, new, turn_ids) in graphs {
+            new.check(conversation, turn_ids.len())?;
+            let diff = GraphDiff::of(old, new);
+            if !diff.small(new.node_count()) {
+                whole.push((conversation, new, turn_ids));
+                continue;
+            }
+            for table in [Table::Nodes, Table::Edges] {
+                stale.extend(diff.stale(table, conversation, old.node_count()).map(|f| (table, f)));
+            }
+            let edges = diff.edges_to.iter().flat_map(|&d| new.in_edges(d)).collect();
+            rows.push(GraphRows { conversation, graph: new, turn_ids, nodes: diff.nodes, edges });
+        }
+        for table in [Table::Nodes, Table::Edges] {
+            let filters: Vec<&str> = stale.iter().filter(|(t, _)| *t == table).map(|(_, f)| f.as_str()).collect();
+            if !filters.is_empty()
+                && let Some(ds) = self.table(table).await?
+            {
+                ds.delete(&filters.join(" OR ")).await?;
+                crate::fault::point("delete");
+            }
+        }
+        self.append_graph_rows(&rows, None).await?;
+        self.put_graphs_laid_out(&whole, None).await
+    }
+
+    /// Appends the chosen node and edge rows of graphs, `nodes.embedding` laid out as
+    /// [`WriteTxn::put_graphs_laid_out`] says.
+    pub(super) async fn append_graph_rows(&mut self, graphs: &[GraphRows<'_>], fixed: Option<bool>) -> Result<()> {
+        if graphs.iter().all(|g| g.nodes.is_empty() && g.edges.is_empty()) {
+            return Ok(());
+        }
+        let n: usize = graphs.iter().map(|g| g.nodes.len()).sum();
+        let (mut conv, mut id) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        let mut kind = Vec::with_capacity(n);
+        let mut index = Vec::with_capacity(n);
+        let mut key = Vec::with_capacity(n);
+        let mut label = Vec::with_capacity(n);
+        let mut mentions = Vec::with_capacity(n);
+        let mut pagerank = Vec::with_capacity(n);
+        let mut vectors: Vec<Option<&[f32]>> = Vec::with_capacity(n);
+        for g in graphs {
+            let graph = g.graph;
+            for &node in &g.nodes {
+                conv.push(g.conversation);
+                id.push(node);
+                pagerank.push(graph.pagerank[node as usize]);
+                match graph.nodes[node as usize] {
+                    NodeRef::Episode(e) => {
+                        kind.push("episode");
+                        index.push(e);
+                        key.push(g.turn_ids[e as usize]);
+                        label.push("");
+                        mentions.push(0);
+                        vectors.push(None);
+                    }
+                    NodeRef::Concept(c) => {
+                        let concept = &graph.concepts[c as usize];
+                        kind.push(concept.kind.as_str());
+                        index.push(c);
+                        key.push(concept.key.as_str());
+                        label.push(concept.label.as_str());
+                        mentions.push(concept.mentions);
+                        vectors.push(Some(&concept.embedding));
+                    }
+                }
+            }
+        }
+        let fixed = match fixed {
+            Some(fixed) => fixed,
+            None => match self.table(Table::Nodes).await? {
+                Some(ds) => matches!(
+                    Schema::from(ds.schema()).field_with_name("embedding").map(|f| f.data_type().clone()),
+                    Ok(DataType::FixedSizeList(..))
+                ),
+                None => false,
+            },
+        };
+        let (emb, schema): (ArrayRef, SchemaRef) = if fixed {
+            let values = vectors.iter().flat_map(|v| v.unwrap_or(&[0.0; EMBEDDING_DIM]).iter().copied()).collect();
+            let valid = vectors.iter().map(Option::is_some).collect();
+            let emb = embedding_array(values, Some(valid))?;
+            let mut fields: Vec<Field> = Table::Nodes.schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+            if let Some(f) = fields.iter_mut().find(|f| f.name() == "embedding") {
+                *f = Field::new("embedding", emb.data_type().clone(), true);
+            }
+            (Arc::new(emb), Arc::new(Schema::new(fields)))
+        } else {
+            (Arc::new(listed_embeddings(&vectors)), Table::Nodes.schema())
+        };
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from(conv)),
+            Arc::new(UInt32Array::from(id)),
+            Arc::new(StringArray::from(kind)),
+            Arc::new(UInt32Array::from(index)),
+            Arc::new(StringArray::from(key)),
+            Arc::new(StringArray::from(label)),
+            Arc::new(UInt32Array::from(mentions)),
+            Arc::new(Float32Array::from(pagerank)),
+            emb,
+        ];
+        self.append(Table::Nodes, RecordBatch::try_new(schema, columns)?).await?;
+        // Arrow's string builders need iterators of known length.
+        let edges: Vec<(&str, &Edge)> =
+            graphs.iter().flat_map(|g| g.edges.iter().map(move |&e| (g.conversation, e))).collect();
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from_iter_values(edges.iter().map(|(c, _)| *c))),
+            Arc::new(UInt32Array::from_iter_values(edges.iter().map(|(_, e)| e.src))),
+            Arc::new(UInt32Array::from_iter_values(edges.iter().map(|(_, e)| e.dst))),
+            Arc::new(StringArray::from_iter_values(edges.iter().map(|(_, e)| e.kind.as_str()))),
+            Arc::new(Float32Array::from_iter_values(edges.iter().map(|(_, e)| e.weight))),
+            Arc::new(Float32Array::from_iter_values(edges.iter().map(|(_, e)| e.hours))),
+        ];
+        self.append(Table::Edges, RecordBatch::try_new(Table::Edges.schema(), columns)?).await
+    }
+
+    /// Rewrites every table this transaction changed without its deleted rows (Lance only
+    /// marks rows deleted until then). Call before [`WriteTxn::commit`]; afterwards
+    /// [`Store::purge_old_versions`] removes the files that still hold them.
+    pub async fn compact(&mut self) -> Result<()> {
+        use lance::dataset::optimize::{CompactionOptions, compact_files};
+        for ds in self.fresh.values_mut() {
+            let options = CompactionOptions {
+                materialize_deletions: true,
+                materialize_deletions_threshold: 0.0,
+                ..CompactionOptions::default()
+            };
+            compact_files(ds, options, None).await?;
+            crate::fault::point("compact");
+        }
+        Ok(())
+    }
+
+    /// Makes every change visible at once by replacing `myelin.json` atomically, and returns
+    /// the store as committed.
+    pub async fn commit(mut self) -> Result<Store> {
+        let root = self.store.root.clone();
+        let mut manifest = self.store.manifest.clone();
+        for (table, ds) in &self.fresh {
+            manifest.tables.insert(table.name().to_string(), ds.version().version);
+        }
+        manifest.generation += 1;
+        manifest.updated_at = Utc::now();
+        let tmp = root.join(format!("{MANIFEST_FILE}.tmp"));
+        let target = root.join(MANIFEST_FILE);
+        let bytes = serde_json::to_vec_pretty(&manifest)
+            .map_err(|e| Error::Store { path: root.clone(), message: format!("cannot encode manifest: {e}") })?;
+        {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+            f.write_all(&bytes).map_err(|e| Error::io(&tmp, e))?;
+            f.sync_all().map_err(|e| Error::io(&tmp, e))?;
+        }
+        crate::fault::point("before manifest rename");
+        std::fs::rename(&tmp, &target).map_err(|e| Error::io(&target, e))?;
+        crate::fault::point("after manifest rename");
+        if let Ok(dir) = std::fs::File::open(&root) {
+            // Persist the rename itself; not every platform can fsync a directory.
+            let _ = dir.sync_all();
+        }
+        // Tables written in this transaction at their new versions; the others as they were.
+        let mut tables = std::mem::take(&mut self.store.tables);
+        tables.append(&mut self.fresh);
+        Ok(Store { root, manifest, tables })
+    }
+}
