@@ -730,7 +730,7 @@ mod tests {
         assert!(skeleton.graph.concepts.iter().all(|c| c.label.is_empty() && c.embedding.is_empty()));
         assert!(!skeleton.graph.concepts.is_empty());
         // Episode 1 becomes a second passage of episode 0's turn.
-        skeleton.turn_ids[1] = format!("{}{}1", skeleton.turn_ids[0], crate::conversation::PASSAGE_MARK);
+        skeleton.turn_ids[1] = crate::conversation::passage_id(&skeleton.turn_ids[0], 1);
         let file = serde_json::to_vec(&Skeleton { name: "s".into(), graphs: vec![skeleton.clone()] }).unwrap();
         let back: Skeleton = serde_json::from_slice(&file).unwrap();
         let dressed = from_skeleton(back, 6, 3, &config).unwrap();

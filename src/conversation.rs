@@ -114,6 +114,12 @@ pub fn embedding_text(text: &str, image_caption: Option<&str>) -> String {
 /// the first (`42`) and numbers the others (`42#1`, `42#2`).
 pub const PASSAGE_MARK: char = '#';
 
+/// The id of passage `k` of turn `turn`: the turn's own id for the first (`k` = 0), `<turn>#k`
+/// after it; [`turn_of`] is its inverse.
+pub fn passage_id(turn: &str, k: usize) -> String {
+    if k == 0 { turn.to_string() } else { format!("{turn}{PASSAGE_MARK}{k}") }
+}
+
 /// The id of the turn a passage came from (the id itself for a whole turn).
 pub fn turn_of(id: &str) -> &str {
     match id.rsplit_once(PASSAGE_MARK) {
@@ -142,4 +148,20 @@ pub struct Question {
     /// True where the question has no answer in the conversation (LoCoMo category 5, BEAM
     /// abstention).
     pub adversarial: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_passage_id_names_its_turn_and_a_turn_id_with_a_mark_of_its_own_stays_whole() {
+        assert_eq!(passage_id("D1:3", 0), "D1:3");
+        assert_eq!(passage_id("D1:3", 2), "D1:3#2");
+        for k in 0..4 {
+            assert_eq!(turn_of(&passage_id("42", k)), "42");
+        }
+        assert_eq!(turn_of("tag#"), "tag#");
+        assert_eq!(turn_of("a#b"), "a#b");
+    }
 }

@@ -16,7 +16,7 @@ use indicatif::ProgressBar;
 use serde::Serialize;
 
 use crate::config::{Config, IngestConfig};
-use crate::conversation::{Conversation, PASSAGE_MARK, Session, Turn, turn_of};
+use crate::conversation::{Conversation, Session, Turn, passage_id, turn_of};
 use crate::embed::{EMBEDDING_DIM, Embedder};
 use crate::error::{Error, Result};
 use crate::graph::{Graph, GraphConfig, build_graph};
@@ -346,7 +346,7 @@ pub fn passages<'a>(
         for (turn, parts) in session.turns.iter().zip(pieces.by_ref()) {
             for (k, text) in parts.into_iter().enumerate() {
                 turns.push(Turn {
-                    id: if k == 0 { turn.id.clone() } else { format!("{}{PASSAGE_MARK}{k}", turn.id) },
+                    id: passage_id(&turn.id, k),
                     speaker: turn.speaker.clone(),
                     text,
                     image_caption: if k == 0 { turn.image_caption.clone() } else { None },

@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::api::*;
 use super::searcher::*;
 use super::state::*;
-use crate::conversation::{PASSAGE_MARK, SourceFormat, turn_of};
+use crate::conversation::{SourceFormat, passage_id, turn_of};
 use crate::embed::EMBEDDING_DIM;
 use crate::error::{Error, Result};
 use crate::graph::build::LabelEmbedder;
@@ -173,7 +173,7 @@ impl Inner {
                             p.episodes.push(Episode {
                                 conversation: key.clone(),
                                 session: 1,
-                                turn_id: if k == 0 { id.clone() } else { format!("{id}{PASSAGE_MARK}{k}") },
+                                turn_id: passage_id(&id, k),
                                 position,
                                 speaker: m.role.clone(),
                                 text: m.content[r].to_string(),
