@@ -7,6 +7,7 @@
 
 pub mod activation;
 pub mod bench;
+pub mod calendar;
 pub mod config;
 pub mod conversation;
 pub mod embed;

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 
 use super::extract::{Concept as Mention, Extractor};
-use super::{AbstractionScope, Concept, Edge, EdgeKind, Graph, GraphConfig, NodeRef};
+use super::model::{AbstractionScope, Concept, Edge, EdgeKind, Graph, GraphConfig, NodeRef};
 use crate::embed::{EMBEDDING_DIM, cosine};
 use crate::error::{Error, Result};
 

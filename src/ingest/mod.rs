@@ -5,7 +5,7 @@
 //! ([`beam`]), parses their dates ([`time`]), repairs and resolves the questions' gold evidence
 //! ([`evidence`]), and refuses input it cannot trust with an error that names the file and the
 //! place. The loaders must not embed text or store anything: what they return is plain data for
-//! `embed` and `store` to take from there (`crate::pipeline` runs a whole ingest on top of
+//! `embed` and `store` to take from there (the `pipeline` module runs a whole ingest on top of
 //! them).
 
 pub mod beam;

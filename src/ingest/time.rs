@@ -3,8 +3,15 @@
 //!
 //! Pure functions of text; no time zone is given by either source, so every date is read as UTC.
 //! Callers turn a `None` into an error that names the file and the key.
+//!
+//! Month names come from the one table of `calendar`, read leniently
+//! ([`crate::calendar::month_of_prefix`]: a full name, or any start of it of three letters or more,
+//! `mar`, `marc`, `sept`), since these fields hold nothing but a date. The concept extractor reads
+//! the same table strictly (full names and the table's abbreviations only).
 
 use chrono::{DateTime, NaiveDate, NaiveTime, Utc};
+
+use crate::calendar::month_of_prefix;
 
 /// What a LoCoMo `session_N_date_time` looks like, for error messages.
 pub const LOCOMO_DATE_EXAMPLE: &str = "1:56 pm on 8 May, 2023";
@@ -27,7 +34,7 @@ pub fn parse_locomo_date(text: &str) -> Option<DateTime<Utc>> {
     let [day, month, year] = date_words.as_slice() else {
         return None;
     };
-    let date = NaiveDate::from_ymd_opt(parse_year(year)?, month_number(month)?, parse_small(day)?)?;
+    let date = NaiveDate::from_ymd_opt(parse_year(year)?, month_of_prefix(month)?, parse_small(day)?)?;
     Some(date.and_time(time).and_utc())
 }
 
@@ -41,7 +48,7 @@ pub fn parse_beam_anchor(text: &str) -> Option<DateTime<Utc>> {
     let date = if a.len() == 4 && a.bytes().all(|b| b.is_ascii_digit()) {
         NaiveDate::from_ymd_opt(parse_year(a)?, parse_small(b)?, parse_small(c)?)?
     } else {
-        NaiveDate::from_ymd_opt(parse_year(c)?, month_number(&a.to_ascii_lowercase())?, parse_small(b)?)?
+        NaiveDate::from_ymd_opt(parse_year(c)?, month_of_prefix(&a.to_ascii_lowercase())?, parse_small(b)?)?
     };
     Some(date.and_time(NaiveTime::MIN).and_utc())
 }
@@ -83,28 +90,6 @@ fn parse_year(text: &str) -> Option<i32> {
         return None;
     }
     text.parse().ok()
-}
-
-/// `march`, `mar`, `sept` → 3. Expects lower case.
-fn month_number(name: &str) -> Option<u32> {
-    const MONTHS: [&str; 12] = [
-        "january",
-        "february",
-        "march",
-        "april",
-        "may",
-        "june",
-        "july",
-        "august",
-        "september",
-        "october",
-        "november",
-        "december",
-    ];
-    if name.len() < 3 {
-        return None;
-    }
-    MONTHS.iter().position(|m| m.starts_with(name)).map(|i| i as u32 + 1)
 }
 
 #[cfg(test)]

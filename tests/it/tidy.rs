@@ -108,7 +108,7 @@ fn expand_use(tree: &str) -> Vec<Vec<String>> {
             split_top(inner)
                 .into_iter()
                 .filter(|p| !p.trim().is_empty())
-                .flat_map(|p| expand_use(p))
+                .flat_map(expand_use)
                 .map(|rest| prefix.iter().cloned().chain(rest).collect())
                 .collect()
         }
