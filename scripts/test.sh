@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Runs every test: sets the machine up (scripts/setup.sh), then one cargo build and test run.
+# The build is the one `cargo run -- demo` makes (the dev profile, whose embedding path is
+# optimised: see Cargo.toml), in cargo's target directory or $CARGO_TARGET_DIR (CI keeps one
+# outside the clone).
 # Tests that need the public data sets read $MYELIN_DATASETS (default: ../shared/datasets
 # when it exists); without it they say they are skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/myelin-target}"
 if [ -z "${MYELIN_DATASETS:-}" ] && [ -d ../shared/datasets ]; then
   export MYELIN_DATASETS="$(cd ../shared/datasets && pwd)"
 fi
