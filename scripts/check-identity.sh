@@ -9,8 +9,10 @@
 #
 #   scripts/check-identity.sh BEFORE_BIN AFTER_BIN [OUT_DIR]
 #
-# A build's reports can be kept and reused: if OUT_DIR/<name>/<dataset>.json exists for a
-# build named before/after, that run is not repeated. $MYELIN_DATASETS names the data sets.
+# A build's reports and store are kept in OUT_DIR/<name>/ (name: before, after); a report that
+# exists is not made again. With REUSE_EMBEDDINGS=1 the after build reuses the before store's
+# embeddings (ingest.reuse_embeddings): use it when the embedder is not what changed.
+# $MYELIN_DATASETS names the data sets.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BEFORE=${1:?usage: check-identity.sh BEFORE_BIN AFTER_BIN [OUT_DIR]}
@@ -19,20 +21,29 @@ OUT=${3:-$(mktemp -d)}
 DATA=${MYELIN_DATASETS:?set MYELIN_DATASETS}
 LOCOMO=$DATA/locomo/locomo10-dev.json
 BEAM=$DATA/beam/100K
-run() { # NAME BIN
-  local name=$1 bin=$2 store
+run() { # NAME BIN [CONFIG]
+  local name=$1 bin=$2 store=$OUT/$1/store config=()
+  [ -z "${3:-}" ] || config=(--config "$3")
   mkdir -p "$OUT/$name"
-  store=$(mktemp -d)
   if [ ! -s "$OUT/$name/locomo.json" ]; then
-    "$bin" --quiet --store "$store/s" eval locomo "$LOCOMO" --json "$OUT/$name/locomo.json" --per-question "$OUT/$name/locomo.jsonl" >"$OUT/$name/locomo.txt"
+    "$bin" --quiet --store "$store" "${config[@]}" eval locomo "$LOCOMO" --json "$OUT/$name/locomo.json" \
+      --per-question "$OUT/$name/locomo.jsonl" >"$OUT/$name/locomo.txt"
   fi
   if [ ! -s "$OUT/$name/beam.json" ]; then
-    "$bin" --quiet --store "$store/s" eval beam "$BEAM" --json "$OUT/$name/beam.json" --per-question "$OUT/$name/beam.jsonl" >"$OUT/$name/beam.txt"
+    "$bin" --quiet --store "$store" "${config[@]}" eval beam "$BEAM" --json "$OUT/$name/beam.json" \
+      --per-question "$OUT/$name/beam.jsonl" >"$OUT/$name/beam.txt"
   fi
-  rm -rf "$store"
 }
 run before "$BEFORE"
-run after "$AFTER"
+if [ -n "${REUSE_EMBEDDINGS:-}" ]; then
+  # The after build re-ingests everything (loaders, passages, graphs) but takes each text's
+  # embedding from the before store instead of running the model again: an hour less on
+  # 2 cores, and only right when the embedder itself is not what changed.
+  printf '[ingest]\nreuse_embeddings = "%s"\n' "$OUT/before/store" >"$OUT/reuse.toml"
+  run after "$AFTER" "$OUT/reuse.toml"
+else
+  run after "$AFTER"
+fi
 python3 - "$OUT" <<'PY'
 import json, sys
 out = sys.argv[1]
@@ -78,4 +89,4 @@ for name in ("locomo", "beam"):
         print(f"{name}: DIFFERENT, first differences:\n  " + "\n  ".join(found))
 sys.exit(1 if bad else 0)
 PY
-echo "reports in $OUT" >&2
+echo "reports and stores in $OUT" >&2
