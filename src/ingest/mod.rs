@@ -6,12 +6,14 @@
 //! ([`evidence`]), and refuses input it cannot trust with an error that names the file and the
 //! place. The loaders must not embed text or store anything: what they return is plain data for
 //! `embed` and `store` to take from there. (`pipeline`, which runs a whole ingest on top of the
-//! loaders, is the one submodule that drives those stages.)
+//! loaders, and `prepare`, which ingests what a run needs, are the submodules that drive those
+//! stages.)
 
 pub mod beam;
 pub mod evidence;
 pub mod locomo;
 pub mod pipeline;
+pub mod prepare;
 pub mod time;
 
 use std::cmp::Ordering;
