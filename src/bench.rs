@@ -3,8 +3,12 @@
 //! the GPU engine timed on the same inputs in one run, parity of their results, the bandwidth
 //! each kernel family reaches, and the floor of one GPU round trip.
 //!
-//! Owns building benchmark inputs, the timing loops and the report's shape. Must not print:
-//! the binary prints tables and writes files.
+//! Owns building benchmark inputs, the timing loops and the report's shape; [`real`] reads a
+//! store's conversations into a workload, [`suite`] runs the whole benchmark around the loops.
+//! Must not print: the binary prints tables and writes files.
+
+pub mod real;
+pub mod suite;
 
 use std::time::Instant;
 

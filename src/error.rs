@@ -99,6 +99,15 @@ pub enum Error {
     /// embedder, a store write): each request of the batch gets it.
     #[error("{0}")]
     Batch(String),
+    /// An ingest run failed before its commit: nothing of it was written.
+    #[error("ingest into {} failed; the store is unchanged", path.display())]
+    Ingest {
+        /// The store directory.
+        path: PathBuf,
+        /// Why the run failed.
+        #[source]
+        source: Box<Error>,
+    },
 }
 
 /// Shorthand for results of this library.
@@ -124,6 +133,11 @@ impl Error {
         }
         let text = self.to_string();
         text.contains("No space left on device") || text.contains("os error 28")
+    }
+
+    /// A failed ingest into the store at `path`, which it left unchanged.
+    pub fn ingest(path: impl Into<PathBuf>, source: Error) -> Self {
+        Error::Ingest { path: path.into(), source: Box::new(source) }
     }
 
     /// A format error in `path` at `place`.

@@ -20,6 +20,7 @@ pub mod graph;
 pub mod ingest;
 pub mod parallel;
 pub mod pipeline;
+pub mod prepare;
 pub mod retrieve;
 pub mod scale;
 pub mod score;

@@ -1,0 +1,49 @@
+//! `myelin demo`: ingest the built-in demo conversation, show the store, and answer the demo's
+//! own questions with the default mode (other conversations of the store are left alone).
+//!
+//! Owns the demo's steps and its choice of three episodes an answer. Must not format output.
+
+use std::path::Path;
+use std::time::Instant;
+
+use myelin::config::Config;
+use myelin::embed::Embedder;
+use myelin::pipeline::LoadedInput;
+use myelin::retrieve::bm25::Analyzer;
+use myelin::retrieve::{Mode, Query};
+use myelin::store::Store;
+
+use super::{ingest, stats};
+use crate::cli::Globals;
+use crate::cli::render;
+
+pub fn run(config: Config, g: &Globals) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let mut input = LoadedInput::default();
+    input.add(myelin::ingest::load_demo()?, "<built-in demo>")?;
+    let ids: Vec<String> = input.conversations.iter().map(|(c, _)| c.id.clone()).collect();
+    let summary = g.runtime.block_on(ingest::ingest(&g.store, input, &config, g.quiet, started))?;
+    render::ingest(&summary, false)?;
+    g.runtime.block_on(stats::show(&g.store, false))?;
+    g.runtime.block_on(answer(&g.store, &config, &ids))
+}
+
+/// Answers the questions of `conversations` with the default mode, three episodes each.
+async fn answer(store_dir: &Path, config: &Config, conversations: &[String]) -> anyhow::Result<()> {
+    let store = Store::open(store_dir).await?;
+    let embedder = Embedder::load(&config.embed)?;
+    let mut analyzer = Analyzer::new()?;
+    let mut shown = Config { retrieve: config.retrieve.clone(), ..Config::default() };
+    shown.retrieve.top_k = 3;
+    for id in conversations {
+        let memory = myelin::pipeline::stored_memory(&store, id, &shown).await?;
+        for q in store.questions(id).await? {
+            let query = Query::new(&mut analyzer, &q.text, embedder.embed_one(&q.text)?)?;
+            let r = memory.retrieve(&query, Mode::Synapse)?;
+            let turns: Vec<String> =
+                r.time_ordered().iter().map(|h| memory.episodes()[h.episode as usize].turn_id.clone()).collect();
+            render::demo_answer(id, &q.text, &turns, &r, &q.evidence);
+        }
+    }
+    Ok(())
+}

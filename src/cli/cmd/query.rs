@@ -1,0 +1,67 @@
+//! `myelin query`: retrieve the episodes a question needs from one stored conversation, on the
+//! engine (or, with `--explain`, on the CPU, which records every step).
+//!
+//! Owns the command's steps and their timing. Must not format the answer (render does).
+
+use std::path::Path;
+use std::time::Instant;
+
+use myelin::config::Config;
+use myelin::embed::Embedder;
+use myelin::retrieve::bm25::Analyzer;
+use myelin::retrieve::engine::Engine;
+use myelin::retrieve::{Mode, Query};
+use myelin::store::Store;
+
+use crate::cli::Globals;
+use crate::cli::flags::QueryArgs;
+use crate::cli::render::{self, Answer};
+
+pub fn run(args: QueryArgs, mut config: Config, g: &Globals) -> anyhow::Result<()> {
+    args.tuning.apply(&mut config)?;
+    let QueryArgs { conversation, question, mode, json, explain, .. } = args;
+    g.runtime.block_on(query(&g.store, &config, &conversation, &question, mode, json, explain))
+}
+
+async fn query(
+    store_dir: &Path,
+    config: &Config,
+    conversation: &str,
+    question: &str,
+    mode: Mode,
+    json: bool,
+    explain: bool,
+) -> anyhow::Result<()> {
+    anyhow::ensure!(!question.trim().is_empty(), "empty question: nothing to retrieve");
+    let store = Store::open(store_dir).await?;
+    let memory = myelin::pipeline::stored_memory(&store, conversation, config).await?;
+    let embedder = Embedder::load(&config.embed)?;
+    let t0 = Instant::now();
+    let embedding = embedder.embed_one(question)?;
+    let embed_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let query = Query::new(&mut Analyzer::new()?, question, embedding)?;
+    // --explain traces every step of the dynamics, which only the CPU engine records.
+    let engine = if explain {
+        Engine::on_cpu_because(vec![memory], "--explain traces every step, which only the CPU engine records".into())
+    } else {
+        Engine::new(vec![memory], &config.gpu)?
+    };
+    let memory = &engine.memories()[0];
+    let t0 = Instant::now();
+    let (result, explanations) =
+        if explain { memory.explain(&query, mode)? } else { (engine.retrieve(0, &query, mode)?, Vec::new()) };
+    let retrieve_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let answer = Answer {
+        conversation,
+        question,
+        mode,
+        memory,
+        result: &result,
+        explanations: &explanations,
+        threshold: mode.is_synapse().then_some(config.retrieve.gate_threshold),
+        embed_ms,
+        retrieve_ms,
+        backend: engine.choice(),
+    };
+    render::answer(&answer, json)
+}

@@ -1,0 +1,23 @@
+//! `myelin stats`: the conversations of a store with their counts, versions and size.
+//!
+//! Owns opening the store read-only for it. Must not format the table (render does).
+
+use std::path::Path;
+
+use myelin::store::Store;
+
+use crate::cli::Globals;
+use crate::cli::flags::StatsArgs;
+use crate::cli::render;
+
+pub fn run(args: StatsArgs, g: &Globals) -> anyhow::Result<()> {
+    g.runtime.block_on(show(&g.store, args.json))
+}
+
+/// Prints what the store at `store_dir` holds (also the end of `myelin demo`).
+pub async fn show(store_dir: &Path, json: bool) -> anyhow::Result<()> {
+    let store = Store::open(store_dir).await?;
+    let info = store.info().await?;
+    let conversations = store.conversations().await?;
+    render::stats(&info, &conversations, json)
+}

@@ -1,0 +1,175 @@
+//! The output of `eval` (notes, the mode table, recall@10 per group, the SVG plot) and the card
+//! `train-gnn` writes.
+//!
+//! Must not compute what it shows (see [`super`]).
+
+use std::path::Path;
+
+use myelin::eval::plot::{Curve, Panel, recall_svg};
+use myelin::eval::{GroupReport, Report};
+use myelin::gnn::relevance::Card;
+
+use super::{json, table};
+
+/// The stderr notes of an evaluation before its tables: the backend, and the GNN it used
+/// with a warning where that GNN saw the conversations evaluated.
+pub fn eval_notes(report: &Report) {
+    eprintln!("{}", report.backend);
+    if let Some(g) = &report.gnn {
+        eprintln!("synapse-gnn: {} ({} features, weight {})", g.weights, g.features.as_str(), g.weight);
+        if !g.seen.is_empty() {
+            eprintln!(
+                "warning: the GNN was trained or validated on {}: its figures there are not held out",
+                g.seen.join(", ")
+            );
+        }
+    }
+}
+
+/// Group names in report order: the answerable total first, then the rest by name.
+fn report_groups(report: &Report) -> Vec<String> {
+    let mut groups: Vec<String> = report.modes.values().flat_map(|m| m.groups.keys().cloned()).collect();
+    groups.sort();
+    groups.dedup();
+    groups.sort_by_key(|g| g != myelin::conversation::ANSWERABLE_GROUP);
+    groups
+}
+
+/// A group's name with its question count (the same in every mode).
+fn group_title(report: &Report, group: &str) -> String {
+    let n = report.modes.values().next().and_then(|m| m.groups.get(group)).map_or(0, |x| x.n);
+    format!("{group} (n={n})")
+}
+
+/// An evaluation's headline, the table of every mode over the answerable questions, and the
+/// table of recall@10 per group.
+pub fn eval_report(report: &Report) {
+    let pct = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{:.1}", 100.0 * v));
+    println!(
+        "{} · {} conversations · {} questions{} · top-{} · query embedding p50 {:.1} ms (not in latency)",
+        report.dataset,
+        report.conversations.len(),
+        report.questions,
+        if report.calibration_questions > 0 {
+            format!(" (+{} used to calibrate τ_gate)", report.calibration_questions)
+        } else {
+            String::new()
+        },
+        report.top_k,
+        report.query_embedding_ms.p50
+    );
+    if let Some(i) = &report.index {
+        println!(
+            "dense index (8-bit, bounded): {} memories, {:.1} MiB, built in {:.0} ms (not in latency); \
+             recall of the true dense anchors {:.3} over {} questions",
+            i.memories,
+            i.bytes as f64 / 1048576.0,
+            i.build_ms,
+            i.anchor_recall,
+            i.questions
+        );
+    }
+    let all = myelin::conversation::ANSWERABLE_GROUP;
+    let mut t = table();
+    t.set_header(vec![
+        "mode",
+        "R@5",
+        "R@10",
+        "R@25",
+        "R@30",
+        "hit@10",
+        "tokens",
+        "τ_gate",
+        "rejected adv.",
+        "false refusals",
+        "AUC",
+        "p50 ms",
+        "p95 ms",
+    ]);
+    for name in &report.mode_order {
+        let m = &report.modes[name];
+        let g = m.groups.get(all);
+        let r = |f: fn(&GroupReport) -> f64| pct(g.map(f));
+        t.add_row(vec![
+            name.clone(),
+            r(|g| g.recall_5),
+            r(|g| g.recall_10),
+            r(|g| g.recall_25),
+            r(|g| g.recall_30),
+            r(|g| g.hit_10),
+            format!("{:.0}", m.context_tokens.mean),
+            m.gate.threshold.map_or("-".to_string(), |t| format!("{t:.3}")),
+            pct(m.gate.rejection_rate),
+            pct(m.gate.false_refusal_rate),
+            m.gate.auc.map_or("-".to_string(), |a| format!("{a:.3}")),
+            format!("{:.3}", m.latency_ms.p50),
+            format!("{:.3}", m.latency_ms.p95),
+        ]);
+    }
+    println!(
+        "recall and hit over group {all} (%), context tokens ({}), gate, retrieval latency\n{t}",
+        report.tokenizer
+    );
+    let groups = report_groups(report);
+    let mut t = table();
+    let mut header = vec!["recall@10 (%)".to_string()];
+    for g in &groups {
+        header.push(group_title(report, g));
+    }
+    t.set_header(header);
+    for name in &report.mode_order {
+        let m = &report.modes[name];
+        let mut row = vec![name.clone()];
+        row.extend(groups.iter().map(|g| pct(m.groups.get(g).map(|x| x.recall_10))));
+        t.add_row(row);
+    }
+    println!("{t}");
+}
+
+/// Recall@k against k per mode, one panel per group, as SVG.
+pub fn eval_plot(report: &Report) -> Result<String, String> {
+    let panels: Vec<Panel> = report_groups(report)
+        .iter()
+        .map(|g| {
+            let curves = report
+                .mode_order
+                .iter()
+                .filter_map(|name| {
+                    let group = report.modes[name].groups.get(g)?;
+                    let points = group.recall_curve.iter().enumerate().map(|(k, r)| (k + 1, *r)).collect();
+                    Some(Curve { mode: name.clone(), points })
+                })
+                .collect();
+            Panel { title: group_title(report, g), curves }
+        })
+        .collect();
+    recall_svg(&format!("{}: evidence recall@k by mode", report.dataset), &panels)
+}
+
+/// A trained GNN's card: JSON, or the table of validation recall per group and a line naming
+/// the files written.
+pub fn card(card: &Card, weights: &Path, card_file: &Path, as_json: bool) -> anyhow::Result<()> {
+    if as_json {
+        return json(card);
+    }
+    let mut t = table();
+    t.set_header(["validation group", "n", "synapse R@10", "synapse-gnn R@10"]);
+    for (group, g) in &card.training.val_recall_10 {
+        t.add_row([
+            group.clone(),
+            g.n.to_string(),
+            format!("{:.1}", 100.0 * g.synapse),
+            format!("{:.1}", 100.0 * g.synapse_gnn),
+        ]);
+    }
+    println!("{t}");
+    println!(
+        "kept epoch {} of {} (weight {}); wrote {} and {}",
+        card.training.best_epoch,
+        card.training.epochs_run,
+        card.weight,
+        weights.display(),
+        card_file.display()
+    );
+    Ok(())
+}
