@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::{Lexical, Memory, Mode, Query, Retrieval, RetrieveConfig};
+use super::{Explanation, Lexical, Memory, Mode, Query, Retrieval, RetrieveConfig};
 use crate::error::{Error, Result};
 use crate::gpu::corpus::Corpus;
 use crate::gpu::ranker::{RankQuery, Ranker};
@@ -205,6 +205,16 @@ impl Engine {
     pub fn retrieve(&self, memory: usize, query: &Query, mode: Mode) -> Result<Retrieval> {
         let (mut r, _) = self.retrieve_batch(&[(memory, query)], mode)?;
         r.pop().ok_or_else(|| Error::Gpu("empty batch result".into()))
+    }
+
+    /// Runs one query on memory `memory` and explains each returned episode (anchors,
+    /// activation per step, inhibition, path): on the CPU whatever the backend, since only the
+    /// CPU records every step of the dynamics ([`Memory::explain`]).
+    pub fn explain(&self, memory: usize, query: &Query, mode: Mode) -> Result<(Retrieval, Vec<Explanation>)> {
+        let m = self.memories.get(memory).ok_or_else(|| {
+            Error::InvalidArgument(format!("unknown memory {memory} (the engine holds {})", self.memories.len()))
+        })?;
+        m.explain(query, mode)
     }
 
     /// Runs `requests` (memory index, query) in one mode: on the GPU as one batch over all

@@ -10,6 +10,7 @@ use myelin::config::Config;
 use myelin::embed::Embedder;
 use myelin::pipeline::LoadedInput;
 use myelin::retrieve::bm25::Analyzer;
+use myelin::retrieve::engine::Engine;
 use myelin::retrieve::{Mode, Query};
 use myelin::store::Store;
 
@@ -37,9 +38,11 @@ async fn answer(store_dir: &Path, config: &Config, conversations: &[String]) -> 
     shown.retrieve.top_k = 3;
     for id in conversations {
         let memory = myelin::pipeline::stored_memory(&store, id, &shown).await?;
+        let engine = Engine::new(vec![memory], &config.gpu)?;
+        let memory = &engine.memories()[0];
         for q in store.questions(id).await? {
             let query = Query::new(&mut analyzer, &q.text, embedder.embed_one(&q.text)?)?;
-            let r = memory.retrieve(&query, Mode::Synapse)?;
+            let r = engine.retrieve(0, &query, Mode::Synapse)?;
             let turns: Vec<String> =
                 r.time_ordered().iter().map(|h| memory.episodes()[h.episode as usize].turn_id.clone()).collect();
             render::demo_answer(id, &q.text, &turns, &r, &q.evidence);

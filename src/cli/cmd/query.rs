@@ -1,5 +1,5 @@
-//! `myelin query`: retrieve the episodes a question needs from one stored conversation, on the
-//! engine (or, with `--explain`, on the CPU, which records every step).
+//! `myelin query`: retrieve the episodes a question needs from one stored conversation, through
+//! the engine (with `--explain`, its CPU path, which records every step).
 //!
 //! Owns the command's steps and their timing. Must not format the answer (render does).
 
@@ -46,10 +46,10 @@ async fn query(
     } else {
         Engine::new(vec![memory], &config.gpu)?
     };
-    let memory = &engine.memories()[0];
     let t0 = Instant::now();
     let (result, explanations) =
-        if explain { memory.explain(&query, mode)? } else { (engine.retrieve(0, &query, mode)?, Vec::new()) };
+        if explain { engine.explain(0, &query, mode)? } else { (engine.retrieve(0, &query, mode)?, Vec::new()) };
+    let memory = &engine.memories()[0];
     let retrieve_ms = t0.elapsed().as_secs_f64() * 1e3;
     let answer = Answer {
         conversation,
