@@ -5,8 +5,12 @@
 //!
 //! Owns building benchmark inputs, the timing loops and the report's shape; [`real`] reads a
 //! store's conversations into a workload, [`suite`] runs the whole benchmark around the loops.
+//! The serving API's benchmarks live beside it: [`load`] (the client of `myelin load`) and
+//! [`growth`] (`myelin write-bench`).
 //! Must not print: the binary prints tables and writes files.
 
+pub mod growth;
+pub mod load;
 pub mod real;
 pub mod suite;
 

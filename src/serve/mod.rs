@@ -26,10 +26,8 @@
 
 mod api;
 mod blocking;
-pub mod growth;
 pub mod http;
 mod labels;
-pub mod load;
 pub mod mcp;
 mod searcher;
 mod service;

@@ -247,3 +247,18 @@ fn every_import_keeps_to_the_layer_order_of_architecture_md_and_no_files_import_
             && has("retrieve/mod.rs", "retrieve/bm25.rs")
     );
 }
+
+#[test]
+fn no_source_file_outgrows_its_room_and_the_readme_stays_a_users_page() {
+    let src = root().join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let lines = |p: &std::path::Path| std::fs::read_to_string(p).expect("read").lines().count();
+    let long: Vec<String> =
+        files.iter().filter(|f| lines(f) > 1_000).map(|f| format!("{} ({} lines)", f.display(), lines(f))).collect();
+    assert!(long.is_empty(), "files under src/ over 1,000 lines (split them by job): {long:?}");
+    let main = lines(&src.join("main.rs"));
+    assert!(main <= 150, "src/main.rs has {main} lines: the binary's entry parses, configures and dispatches");
+    let readme = lines(&root().join("README.md"));
+    assert!(readme <= 350, "README.md has {readme} lines: detail belongs in docs/");
+}

@@ -2,13 +2,13 @@
 //! report throughput, latency, errors and lost writes; fails when there were any.
 //!
 //! Owns checking the flags, filling the scopes and the report file. Must not generate load
-//! itself (`myelin::serve::load` does) nor format the table (render does).
+//! itself (`myelin::bench::load` does) nor format the table (render does).
 
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use myelin::bench::load::{LoadOptions, fill, large_text};
 use myelin::config::Config;
-use myelin::serve::load::{LoadOptions, fill, large_text};
 
 use super::serve::read_token;
 use crate::cli::Globals;
@@ -35,7 +35,7 @@ pub fn run(args: LoadArgs, config: Config, g: &Globals) -> anyhow::Result<()> {
         let t0 = Instant::now();
         let targets = fill(&options, &loaded.conversations).await?;
         eprintln!("{} scopes with {memories} memories ready in {:.1} s", targets.len(), t0.elapsed().as_secs_f64());
-        myelin::serve::load::run(&options, &targets, memories, large).await
+        myelin::bench::load::run(&options, &targets, memories, large).await
     })?;
     if let Some(path) = &json {
         std::fs::write(path, serde_json::to_string_pretty(&report)?)

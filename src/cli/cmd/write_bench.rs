@@ -1,11 +1,11 @@
 //! `myelin write-bench`: time how one write's cost grows with its scope, on a fresh store.
 //!
 //! Owns checking that the store is new, reading the messages and the rows file. Must not time
-//! anything itself (`myelin::serve::growth` does) nor format the table (render does).
+//! anything itself (`myelin::bench::growth` does) nor format the table (render does).
 
 use anyhow::Context;
+use myelin::bench::growth::{GrowthOptions, short_messages};
 use myelin::config::Config;
-use myelin::serve::growth::{GrowthOptions, short_messages};
 
 use crate::cli::Globals;
 use crate::cli::flags::WriteBenchArgs;
@@ -23,7 +23,7 @@ pub fn run(args: WriteBenchArgs, mut config: Config, g: &Globals) -> anyhow::Res
     let loaded = myelin::ingest::load_path(&args.text, &config.ingest.load_options())?;
     let texts = short_messages(&loaded.conversations, 5, 40);
     let options = GrowthOptions { sizes: args.sizes, adds: args.adds, fill_batch: args.fill_batch };
-    let rows = g.runtime.block_on(myelin::serve::growth::run(store, &config, &texts, &options))?;
+    let rows = g.runtime.block_on(myelin::bench::growth::run(store, &config, &texts, &options))?;
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&rows)?)
             .with_context(|| format!("writing {}", path.display()))?;

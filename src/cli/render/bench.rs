@@ -5,11 +5,11 @@
 
 use std::path::Path;
 
+use myelin::bench::growth::GrowthRow;
+use myelin::bench::load::LoadReport;
 use myelin::bench::{Goal, IndexRow, KernelRow, Row};
 use myelin::retrieve::{Memory, Mode};
 use myelin::scale::ScaleReport;
-use myelin::serve::growth::GrowthRow;
-use myelin::serve::load::LoadReport;
 
 use super::table;
 
