@@ -345,18 +345,21 @@ pub async fn load(
 }
 
 /// Training examples for the learned relevance: every answerable question with evidence, its
-/// candidate subgraph from the `synapse` result, labelled by its gold episodes. In parallel
-/// over questions, in question order.
-pub fn training_examples(loaded: &Loaded, set: FeatureSet) -> Result<Vec<Example>> {
+/// candidate subgraph from the `synapse` result, labelled by its gold episodes; in question
+/// order. The results come through the engine like every other retrieval, on the CPU (the
+/// reference the shipped card's figures were measured on), one batch for all questions.
+pub fn training_examples(loaded: Loaded, set: FeatureSet) -> Result<Vec<Example>> {
     use rayon::prelude::*;
-    loaded
-        .questions
+    let engine = Engine::on_cpu_because(loaded.memories, "training examples rank on the CPU reference".into());
+    let asked: Vec<&Labelled> = loaded.questions.iter().filter(|q| !q.adversarial && !q.gold.is_empty()).collect();
+    let requests: Vec<(usize, &Query)> = asked.iter().map(|q| (q.memory, &q.query)).collect();
+    let (results, _) = engine.retrieve_batch(&requests, Mode::Synapse)?;
+    asked
         .par_iter()
-        .filter(|q| !q.adversarial && !q.gold.is_empty())
-        .map(|q| {
-            let memory = &loaded.memories[q.memory];
-            let r = memory.retrieve(&q.query, Mode::Synapse)?;
-            let (candidates, embeddings) = memory.gnn_input(&q.query, &r);
+        .zip(results.par_iter())
+        .map(|(q, r)| {
+            let memory = &engine.memories()[q.memory];
+            let (candidates, embeddings) = memory.gnn_input(&q.query, r);
             // Every passage of a gold turn is relevant (evidence names turns).
             let turns = memory.turns();
             let gold: Vec<u32> = (0..turns.len() as u32).filter(|&e| q.gold.contains(&turns[e as usize])).collect();

@@ -55,7 +55,7 @@ async fn train_gnn(
     for (ids, inputs) in [(&train_ids, &args.train), (&val_ids, &args.val)] {
         let progress = render::progress_bar(quiet, "questions")?;
         let loaded = load(&store, dataset(ids), ids, &embedder, config, &progress).await?;
-        let examples = training_examples(&loaded, options.features)?;
+        let examples = training_examples(loaded, options.features)?;
         splits.push((examples, inputs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>()));
     }
     let [(train, train_inputs), (val, val_inputs)] =
