@@ -211,24 +211,22 @@ impl Engine {
     /// activation per step, inhibition, path): on the CPU whatever the backend, since only the
     /// CPU records every step of the dynamics ([`Memory::explain`]).
     pub fn explain(&self, memory: usize, query: &Query, mode: Mode) -> Result<(Retrieval, Vec<Explanation>)> {
-        let m = self.memories.get(memory).ok_or_else(|| {
-            Error::InvalidArgument(format!("unknown memory {memory} (the engine holds {})", self.memories.len()))
-        })?;
-        m.explain(query, mode)
+        self.memory(memory)?.explain(query, mode)
+    }
+
+    /// Memory `m`, or the error naming an index the engine does not hold.
+    fn memory(&self, m: usize) -> Result<&Memory> {
+        self.memories.get(m).ok_or_else(|| {
+            Error::InvalidArgument(format!("unknown memory {m} (the engine holds {})", self.memories.len()))
+        })
     }
 
     /// Runs `requests` (memory index, query) in one mode: on the GPU as one batch over all
     /// graphs for the synapse modes, on the CPU (in parallel over queries) otherwise or after a
     /// GPU error. Results in request order.
     pub fn retrieve_batch(&self, requests: &[(usize, &Query)], mode: Mode) -> Result<(Vec<Retrieval>, BatchReport)> {
-        if let Some(&(m, _)) = requests.iter().find(|(m, _)| *m >= self.memories.len()) {
-            return Err(Error::InvalidArgument(format!(
-                "unknown memory {m} (the engine holds {})",
-                self.memories.len()
-            )));
-        }
         let requests: Vec<(u32, &Memory, &Query)> =
-            requests.iter().map(|&(m, q)| (m as u32, &self.memories[m], q)).collect();
+            requests.iter().map(|&(m, q)| Ok((m as u32, self.memory(m)?, q))).collect::<Result<_>>()?;
         retrieve_on(self.ranker.as_ref(), &requests, mode)
     }
 }
