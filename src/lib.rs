@@ -18,6 +18,7 @@ pub mod gnn;
 pub mod gpu;
 pub mod graph;
 pub mod ingest;
+pub mod knowing;
 pub mod parallel;
 pub mod pipeline;
 pub mod prepare;

@@ -70,6 +70,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::WriteBench(args) => cmd::write_bench::run(args, config, &g),
         Command::Mcp(args) => cmd::mcp::run(args, config, &g),
         Command::TrainGnn(args) => cmd::train_gnn::run(args, config, &g),
+        Command::TrainGate(args) => cmd::train_gate::run(args, config, &g),
         Command::Bench(args) => cmd::bench::run(args, config, &g),
         Command::ScaleHistory(args) => cmd::scale_history::run(args, config, &g),
         Command::IndexBench(args) => cmd::index_bench::run(args, config, &g),

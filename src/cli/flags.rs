@@ -18,6 +18,7 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use myelin::config::Config;
 use myelin::eval::EvalOptions;
 use myelin::gpu::Backend;
+use myelin::knowing::GateOptions;
 use myelin::retrieve::Mode;
 
 pub use groups::{IngestFlags, RetrieveFlags, ServeFlags, TrainFlags};
@@ -83,6 +84,10 @@ pub enum Command {
     /// Train the learned relevance (GraphSAGE) of `synapse-gnn` on the evidence labels of some
     /// conversations, stopping early on others; writes the weights and their card (`.json`).
     TrainGnn(TrainGnnArgs),
+    /// Train the learned gate ("feeling of knowing"): every question of the inputs is a
+    /// labelled example (LoCoMo category 5 and BEAM abstention have no answer in the memory);
+    /// reports the gate cross-validated by conversation, then trains on all and writes the model.
+    TrainGate(TrainGateArgs),
     /// Time the ranking step on the CPU and the GPU: synthetic graphs of growing size and the
     /// real graphs of stores, batches of queries; parity, bandwidth, round-trip floor.
     Bench(BenchArgs),
@@ -128,9 +133,6 @@ pub struct QueryArgs {
     pub conversation: String,
     /// The question.
     pub question: String,
-    /// Retrieval mode.
-    #[arg(long, default_value_t = Mode::Synapse, value_parser = ModeParser)]
-    pub mode: Mode,
     #[command(flatten)]
     pub tuning: RetrieveFlags,
     /// Print JSON.
@@ -148,7 +150,7 @@ pub struct EvalArgs {
     pub dataset: String,
     /// The LoCoMo file or BEAM directory; conversations not yet in the store are ingested.
     pub path: PathBuf,
-    /// Comma-separated modes [default: all].
+    /// Comma-separated modes [default: all; with `--mode`, that one].
     #[arg(long, value_delimiter = ',', value_parser = ModeParser)]
     pub modes: Vec<Mode>,
     /// Only these conversations (comma-separated ids) [default: all of the input].
@@ -276,6 +278,37 @@ pub struct TrainGnnArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct TrainGateArgs {
+    /// LoCoMo files, BEAM conversation directories, or folders of them.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Only these conversations of the inputs (comma-separated ids).
+    #[arg(long, value_delimiter = ',')]
+    pub conversations: Vec<String>,
+    /// Model file to write (without it, only the cross-validation runs).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Also write every example (question, label, features) as JSON lines to this file.
+    #[arg(long)]
+    pub examples: Option<PathBuf>,
+    /// Draw the held-out rates (unanswerable rejected, answerable refused) against the
+    /// threshold, per data set, as SVG to this file.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// L2 penalty on the standardised weights, per question.
+    #[arg(long, default_value_t = GateOptions::default().l2)]
+    pub l2: f64,
+    /// Most answerable questions the shipped threshold refuses, as a share.
+    #[arg(long, default_value_t = GateOptions::default().max_false_refusal)]
+    pub max_false_refusal: f64,
+    #[command(flatten)]
+    pub tuning: RetrieveFlags,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
 pub struct BenchArgs {
     /// Synthetic graph sizes in nodes (comma-separated).
     #[arg(long, value_delimiter = ',', default_values_t = vec![1000, 3000, 10000, 30000, 100000, 300000])]
@@ -355,9 +388,6 @@ pub struct IndexBenchArgs {
     /// any conversation's questions will do).
     #[arg(required = true)]
     pub questions: Vec<PathBuf>,
-    /// Retrieval mode (a synapse-family mode: the baselines always scan).
-    #[arg(long, default_value_t = Mode::Synapse, value_parser = ModeParser)]
-    pub mode: Mode,
     #[command(flatten)]
     pub tuning: RetrieveFlags,
     /// Also write the rows as JSON to this file.
@@ -384,7 +414,7 @@ pub struct EmbedBenchArgs {
 /// `--mode` and `--modes`: the library's [`Mode`], its names offered as the possible values;
 /// an unknown name is refused with the library's message, which lists them.
 #[derive(Clone, Debug)]
-struct ModeParser;
+pub(crate) struct ModeParser;
 
 impl TypedValueParser for ModeParser {
     type Value = Mode;

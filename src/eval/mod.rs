@@ -6,7 +6,9 @@
 //!
 //! This module must not ingest (the caller stores conversations first) nor print.
 
+pub mod gate;
 pub mod plot;
+pub mod rates;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
@@ -24,8 +26,9 @@ use crate::gpu::Backend;
 use crate::pipeline::stored_memory;
 use crate::retrieve::bm25::Analyzer;
 use crate::retrieve::engine::{BatchReport, Choice, Engine};
-use crate::retrieve::{Memory, Mode, Query, Retrieval};
+use crate::retrieve::{Gate, Memory, Mode, Query, Retrieval};
 use crate::store::Store;
+pub use rates::auc;
 
 /// The k of the reported recall@k.
 pub const RECALL_KS: [usize; 4] = [5, 10, 25, 30];
@@ -72,6 +75,9 @@ pub struct GroupReport {
     /// Fraction of questions with any gold turn among the first 10.
     #[serde(rename = "hit@10")]
     pub hit_10: f64,
+    /// Mean fraction of gold evidence turns among those the context budget hands over
+    /// (`retrieve.max_context_tokens`; all `top_k` without a budget).
+    pub recall_handed: f64,
     /// Recall@k for k = 1 … top_k.
     pub recall_curve: Vec<f64>,
 }
@@ -91,6 +97,26 @@ pub struct GateReport {
     pub adversarial: usize,
     /// Answerable questions counted.
     pub answerable: usize,
+    /// What a threshold chosen on these questions' own answerable confidences rejects, at
+    /// each limit of [`rates::GATE_LIMITS`] on false refusals (the ROC curve's operating
+    /// points, not held out; `train-gate` reports them cross-validated).
+    pub at: Vec<rates::OperatingPoint>,
+    /// The rates at every threshold τ of [`rates::TAU_STEPS`]: (τ, answerable refused,
+    /// adversarial rejected) (meaningful where confidences lie in [0, 1], as the learned
+    /// gate's do).
+    pub curve: Vec<(f64, f64, f64)>,
+}
+
+/// The gate an evaluation ran with.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GateUse {
+    /// `learned` or `activation`.
+    pub gate: String,
+    /// The learned gate's model (its file, or the shipped one).
+    pub model: Option<String>,
+    /// Conversations evaluated that the learned gate's model was trained on: its figures
+    /// there are not held out.
+    pub seen: Vec<String>,
 }
 
 /// Mean and median of a per-question quantity.
@@ -122,6 +148,10 @@ pub struct ModeReport {
     pub gate: GateReport,
     /// Tokens of the returned episodes per question (the top_k, whatever the gate says).
     pub context_tokens: Mean,
+    /// Tokens the context budget hands over per question, and how many episodes.
+    pub handed_tokens: Mean,
+    /// Episodes handed over per question.
+    pub handed: Mean,
     /// Retrieval time per question, query embedding excluded (on the GPU: the batch's time
     /// divided by its questions, so p50 = p95 = mean).
     pub latency_ms: Latency,
@@ -142,6 +172,8 @@ pub struct Report {
     pub calibration_questions: usize,
     /// Episodes returned per query.
     pub top_k: usize,
+    /// The context budget, in tokens (`retrieve.max_context_tokens`; null: none).
+    pub max_context_tokens: Option<usize>,
     /// What context tokens are counted with.
     pub tokenizer: String,
     /// Query embedding time per question, reported apart from retrieval.
@@ -154,6 +186,8 @@ pub struct Report {
     pub mode_order: Vec<String>,
     /// The learned relevance, when `synapse-gnn` ran.
     pub gnn: Option<GnnUse>,
+    /// The gate.
+    pub gate: GateUse,
     /// The dense index, when retrieval ran on the CPU over memories large enough for one.
     pub index: Option<IndexUse>,
     /// Every reported question's result, when [`EvalOptions::per_question`] asked for them
@@ -250,6 +284,9 @@ struct Outcome {
     confidence: f64,
     millis: f64,
     tokens: usize,
+    /// Episodes the context budget hands over (the first of `ranked`), and their tokens.
+    handed: usize,
+    handed_tokens: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -427,18 +464,34 @@ pub async fn evaluate(
         }
         _ => None,
     };
+    let gate_use = GateUse {
+        gate: config.gate.as_str().to_string(),
+        model: (config.gate == Gate::Learned).then(|| {
+            config.gate_model.as_ref().map_or(crate::knowing::SHIPPED_NAME.to_string(), |p| p.display().to_string())
+        }),
+        seen: match memories.first() {
+            Some(m) if config.gate == Gate::Learned => {
+                let trained = &m.gate_model()?.training.conversations;
+                conversations.iter().filter(|c| trained.contains(c)).cloned().collect()
+            }
+            _ => Vec::new(),
+        },
+    };
     let engine = Engine::new(memories, gpu)?;
     let refs: Vec<(usize, &Query)> = requests.iter().map(|(m, q)| (*m, q)).collect();
     let index = if engine.choice().backend == Backend::Cpu { index_use(engine.memories(), &refs) } else { None };
     let mut batched = BTreeMap::new();
     for &mode in &options.modes {
         let outcome = |m: usize, r: &Retrieval, millis: f64| {
-            let tokens = r.hits.iter().map(|h| tokens_of[m][h.episode as usize]).sum();
+            let hit_tokens: Vec<usize> = r.hits.iter().map(|h| tokens_of[m][h.episode as usize]).collect();
+            let tokens = hit_tokens.iter().sum();
+            let handed = r.within_budget(config.max_context_tokens, &hit_tokens);
+            let handed_tokens = hit_tokens[..handed].iter().sum();
             // Ranked by turn: a passage stands for the turn evidence names.
             let turns = engine.memories()[m].turns();
             let ranked: Vec<u32> = r.hits.iter().map(|h| turns[h.episode as usize]).collect();
             let via = r.hits.iter().map(|h| h.node).collect();
-            Outcome { ranked, via, confidence: r.confidence as f64, millis, tokens }
+            Outcome { ranked, via, confidence: r.confidence as f64, millis, tokens, handed, handed_tokens }
         };
         if engine.choice().backend == Backend::Gpu && mode.is_synapse() && !refs.is_empty() {
             let t0 = Instant::now();
@@ -463,10 +516,13 @@ pub async fn evaluate(
     for (m, &mode) in options.modes.iter().enumerate() {
         let threshold = if options.calibrate {
             calibrate(&calibration, m, options.max_false_refusal)
-        } else if mode.is_synapse() && !reported.is_empty() {
-            Some(config.gate_threshold as f64)
-        } else {
+        } else if reported.is_empty() {
             None
+        } else {
+            match engine.memories().first() {
+                Some(memory) => memory.rejection_threshold(mode)?.map(f64::from),
+                None => None,
+            }
         };
         thresholds.push(threshold);
         let mut report = mode_report(&reported, m, threshold, config.top_k);
@@ -484,12 +540,14 @@ pub async fn evaluate(
         questions: reported.len(),
         calibration_questions: calibration.len(),
         top_k: config.top_k,
+        max_context_tokens: config.max_context_tokens,
         tokenizer: TOKENIZER.to_string(),
         query_embedding_ms: latency(&mut embed_ms),
         backend: engine.choice().clone(),
         modes,
         mode_order: options.modes.iter().map(|m| m.as_str().to_string()).collect(),
         gnn,
+        gate: gate_use,
         index,
         per_question,
     })
@@ -609,14 +667,31 @@ fn mode_report(items: &[&Item], m: usize, threshold: Option<f64>, top_k: usize) 
         auc: auc(&answerable, &adversarial),
         adversarial: adversarial.len(),
         answerable: answerable.len(),
+        at: rates::GATE_LIMITS
+            .iter()
+            .map(|&limit| {
+                let t = crate::knowing::threshold_for(&answerable, limit);
+                rates::OperatingPoint {
+                    max_false_refusal: limit,
+                    refused: rate(&answerable, t).unwrap_or(0.0),
+                    rejected: rate(&adversarial, t).unwrap_or(0.0),
+                }
+            })
+            .collect(),
+        curve: rates::rates_by_threshold(&answerable, &adversarial),
     };
     let mut tokens: Vec<f64> = items.iter().map(|i| i.outcomes[m].tokens as f64).collect();
     let mut millis: Vec<f64> = items.iter().map(|i| i.outcomes[m].millis).collect();
     let l = latency(&mut tokens);
+    let mut handed_tokens: Vec<f64> = items.iter().map(|i| i.outcomes[m].handed_tokens as f64).collect();
+    let mut handed: Vec<f64> = items.iter().map(|i| i.outcomes[m].handed as f64).collect();
+    let (ht, h) = (latency(&mut handed_tokens), latency(&mut handed));
     ModeReport {
         groups,
         gate,
         context_tokens: Mean { mean: l.mean, p50: l.p50 },
+        handed_tokens: Mean { mean: ht.mean, p50: ht.p50 },
+        handed: Mean { mean: h.mean, p50: h.p50 },
         latency_ms: latency(&mut millis),
         gpu_batch: None,
     }
@@ -626,6 +701,7 @@ fn group_report(items: &[&Item], m: usize, top_k: usize) -> GroupReport {
     let n = items.len();
     let mut curve = vec![0.0; top_k];
     let mut hit_10 = 0.0;
+    let mut handed_recall = 0.0;
     for item in items {
         let ranked = &item.outcomes[m].ranked;
         // Each gold turn counts once, however many of its passages are returned.
@@ -643,6 +719,11 @@ fn group_report(items: &[&Item], m: usize, top_k: usize) -> GroupReport {
         if ranked.iter().take(10).any(|e| item.gold.contains(e)) {
             hit_10 += 1.0;
         }
+        let handed = &ranked[..item.outcomes[m].handed.min(ranked.len())];
+        let mut found: Vec<&u32> = handed.iter().filter(|e| item.gold.contains(e)).collect();
+        found.sort_unstable();
+        found.dedup();
+        handed_recall += found.len() as f64 / item.gold.len() as f64;
     }
     let denominator = n.max(1) as f64;
     curve.iter_mut().for_each(|x| *x /= denominator);
@@ -654,32 +735,9 @@ fn group_report(items: &[&Item], m: usize, top_k: usize) -> GroupReport {
         recall_25: at(25),
         recall_30: at(30),
         hit_10: hit_10 / denominator,
+        recall_handed: handed_recall / denominator,
         recall_curve: curve,
     }
-}
-
-/// ROC AUC: the probability that a random positive scores above a random negative (ties ½).
-pub fn auc(positive: &[f64], negative: &[f64]) -> Option<f64> {
-    if positive.is_empty() || negative.is_empty() {
-        return None;
-    }
-    let mut all: Vec<(f64, bool)> =
-        positive.iter().map(|&x| (x, true)).chain(negative.iter().map(|&x| (x, false))).collect();
-    all.sort_by(|a, b| a.0.total_cmp(&b.0));
-    // Mann–Whitney U with mid-ranks for ties.
-    let mut rank_sum = 0.0;
-    let mut i = 0;
-    while i < all.len() {
-        let mut j = i;
-        while j < all.len() && all[j].0 == all[i].0 {
-            j += 1;
-        }
-        let mid = (i + j + 1) as f64 / 2.0;
-        rank_sum += all[i..j].iter().filter(|x| x.1).count() as f64 * mid;
-        i = j;
-    }
-    let (p, n) = (positive.len() as f64, negative.len() as f64);
-    Some((rank_sum - p * (p + 1.0) / 2.0) / (p * n))
 }
 
 /// Nearest-rank percentiles and mean (all 0 for no values).
@@ -715,7 +773,15 @@ mod tests {
             adversarial,
             gold,
             calibration: false,
-            outcomes: vec![Outcome { via: ranked.clone(), ranked, confidence, millis: 1.0, tokens: 10 }],
+            outcomes: vec![Outcome {
+                via: ranked.clone(),
+                handed: ranked.len(),
+                ranked,
+                confidence,
+                millis: 1.0,
+                tokens: 10,
+                handed_tokens: 10,
+            }],
         }
     }
 
@@ -738,15 +804,6 @@ mod tests {
         let r = group_report(&[&a], 0, 4);
         assert_eq!(r.recall_curve, vec![0.5, 0.5, 0.5, 0.5]);
         assert_eq!(r.hit_10, 1.0);
-    }
-
-    #[test]
-    fn auc_counts_ties_as_half() {
-        assert_eq!(auc(&[0.9, 0.8], &[0.1, 0.2]), Some(1.0));
-        assert_eq!(auc(&[0.1], &[0.9]), Some(0.0));
-        assert_eq!(auc(&[0.5, 0.5], &[0.5]), Some(0.5));
-        assert_eq!(auc(&[0.3, 0.7], &[0.5]), Some(0.5));
-        assert_eq!(auc(&[], &[0.5]), None);
     }
 
     #[test]

@@ -306,9 +306,74 @@ pub fn timing_svg(title: &str, series: &[Series]) -> std::result::Result<String,
     Ok(svg)
 }
 
+/// The gate's two rates against its threshold τ (both axes linear, in [0, 1]): one line per
+/// series, e.g. "LoCoMo: adversarial rejected" and "LoCoMo: answerable refused".
+pub fn gate_svg(title: &str, series: &[Series]) -> std::result::Result<String, String> {
+    if series.iter().all(|s| s.points.is_empty()) {
+        return Err("nothing to plot: no points".to_string());
+    }
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (900, 600)).into_drawing_area();
+        root.fill(&WHITE).map_err(fail)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", TITLE_FONT))
+            .margin(16)
+            .x_label_area_size(50)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0.0..1.0f64, 0.0..1.0f64)
+            .map_err(fail)?;
+        chart
+            .configure_mesh()
+            .x_desc("threshold τ (rejected when the confidence is under it)")
+            .y_desc("share of questions")
+            .x_labels(11)
+            .y_labels(11)
+            .max_light_lines(1)
+            .axis_desc_style(("sans-serif", AXIS_DESC_FONT))
+            .label_style(("sans-serif", TICK_FONT))
+            .draw()
+            .map_err(fail)?;
+        for (i, s) in series.iter().enumerate() {
+            let c = colour(i);
+            chart
+                .draw_series(LineSeries::new(s.points.clone(), c.stroke_width(LINE_WIDTH)))
+                .map_err(fail)?
+                .label(s.name.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + SWATCH_W, y)], c.stroke_width(LINE_WIDTH + 2))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .label_font(("sans-serif", LEGEND_FONT))
+            .background_style(WHITE.mix(0.9))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperLeft)
+            .draw()
+            .map_err(fail)?;
+        root.present().map_err(fail)?;
+    }
+    Ok(svg)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_gate_plot_names_every_series() {
+        let rising = |k: f64| (0..=10).map(|i| (i as f64 / 10.0, (i as f64 / 10.0).powf(k))).collect();
+        let series = [
+            Series { name: "locomo: adversarial rejected".into(), points: rising(0.5) },
+            Series { name: "locomo: answerable refused".into(), points: rising(3.0) },
+        ];
+        let svg = gate_svg("gate", &series).unwrap();
+        assert!(
+            svg.contains("adversarial rejected") && svg.contains("answerable refused") && svg.contains("threshold")
+        );
+        assert!(gate_svg("gate", &[]).is_err());
+    }
 
     const KS: [usize; 6] = [1, 3, 5, 10, 20, 50];
     const MODES: [&str; 4] = ["bm25", "dense", "hybrid", "spreading-activation"];

@@ -2,13 +2,15 @@
 //! candidate subgraph of a query, with a relevance head and a node-type head, run by candle for
 //! training and inference, and trained on real evidence labels.
 //!
-//! Owns the network and its loss ([`model`]), the query-conditioned node features
-//! ([`features`]), the weights file with its card and the fourth-signal formula
-//! ([`relevance`]), and the training loop ([`train`]). Must not retrieve or touch the store:
+//! Owns the network and its loss ([`model`]), its inference pass written for the subgraph's
+//! shape ([`packed`]), the query-conditioned node features ([`features`]), the weights file
+//! with its card and the fourth-signal formula ([`relevance`]), and the training loop
+//! ([`train`]). Must not retrieve or touch the store:
 //! `retrieve` hands it the candidates a query produced and applies the scores it returns.
 
 pub mod features;
 pub mod model;
+pub mod packed;
 pub mod relevance;
 pub mod train;
 

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::features::{Candidates, FeatureSet, features};
 use super::model::{GnnShape, Subgraph, Weights};
+use super::packed::Packed;
 use super::train::TrainingRecord;
 use crate::embed::EMBEDDING_DIM;
 use crate::error::{Error, Result};
@@ -85,6 +86,8 @@ pub struct Relevance {
     /// Its card.
     pub card: Card,
     weights: Weights,
+    /// The same weights for inference.
+    packed: Packed,
 }
 
 impl std::fmt::Debug for Relevance {
@@ -106,7 +109,8 @@ impl Relevance {
                     let tensors = candle_core::safetensors::load_buffer(SHIPPED_WEIGHTS, &Device::Cpu)
                         .map_err(|e| Error::Model(format!("{SHIPPED_NAME}: {e}")))?;
                     let weights = Weights::from_tensors(tensors, card.shape, &Device::Cpu, SHIPPED_NAME)?;
-                    Ok(Relevance { source: SHIPPED_NAME.to_string(), card, weights })
+                    let packed = Packed::new(&weights)?;
+                    Ok(Relevance { source: SHIPPED_NAME.to_string(), card, weights, packed })
                 };
                 load().map(Arc::new).map_err(|e| e.to_string())
             })
@@ -125,7 +129,8 @@ impl Relevance {
         let source = path.display().to_string();
         card.check(&card_file.display().to_string())?;
         let weights = Weights::load(path, card.shape, &Device::Cpu)?;
-        Ok(Relevance { source, card, weights })
+        let packed = Packed::new(&weights)?;
+        Ok(Relevance { source, card, weights, packed })
     }
 
     /// The model given in the settings: a file, or the shipped one.
@@ -144,9 +149,25 @@ impl Relevance {
         }
         let x = features(self.card.features, candidates, query, embeddings)?;
         let edges: &[(u32, u32)] = if self.card.training.options.edges { &candidates.edges } else { &[] };
+        self.packed.relevance(&x, edges)
+    }
+
+    /// [`Relevance::score`] through candle's forward pass (the one training runs), for
+    /// checking the packed pass against it.
+    pub fn score_with_candle(&self, candidates: &Candidates, query: &[f32], embeddings: &[&[f32]]) -> Result<Vec<f32>> {
+        if candidates.nodes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let x = features(self.card.features, candidates, query, embeddings)?;
+        let edges: &[(u32, u32)] = if self.card.training.options.edges { &candidates.edges } else { &[] };
         let g = Subgraph::new(&x, self.card.shape.input, edges, &Device::Cpu)?;
         let (logits, _) = self.weights.model.forward(&g)?;
         Ok(candle_nn::ops::sigmoid(&logits)?.to_vec1()?)
+    }
+
+    /// The packed weights the scores come from.
+    pub fn packed(&self) -> &Packed {
+        &self.packed
     }
 }
 

@@ -154,13 +154,30 @@ impl Bm25Index {
             }
             seen.push(id);
             let list = &self.postings[id as usize];
-            let df = list.len() as f32;
-            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+            let idf = idf(n, list.len() as f32);
             for &(d, tf) in list {
                 let tf = tf as f32;
                 add(d, idf * (self.k1 + 1.0) * tf / (tf + self.norm[d as usize]));
             }
         }
+    }
+
+    /// Per distinct query term, in query order: its idf and its postings, (document, term
+    /// frequency) by ascending document; a term no document holds has the largest idf and no
+    /// postings. What the learned gate reads to see which of a question's words a turn holds.
+    pub fn term_postings(&self, query_terms: &[String]) -> Vec<(f32, &[(u32, u32)])> {
+        let n = self.len() as f32;
+        let mut seen: Vec<&str> = Vec::with_capacity(query_terms.len());
+        let mut out = Vec::with_capacity(query_terms.len());
+        for t in query_terms {
+            if seen.contains(&t.as_str()) {
+                continue;
+            }
+            seen.push(t);
+            let list: &[(u32, u32)] = self.terms.get(t).map_or(&[], |&id| &self.postings[id as usize]);
+            out.push((idf(n, list.len() as f32), list));
+        }
+        out
     }
 
     /// The non-zero scores of [`Bm25Index::score_into`] as (document, score), ascending
@@ -178,6 +195,12 @@ impl Bm25Index {
     pub fn score_into(&self, query_terms: &[String], scores: &mut [f32]) {
         self.for_each_posting(query_terms, |d, s| scores[d as usize] += s);
     }
+}
+
+/// Inverse document frequency of a term held by `df` of `n` documents (Lucene's BM25 idf,
+/// never negative).
+fn idf(n: f32, df: f32) -> f32 {
+    (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
 }
 
 #[cfg(test)]

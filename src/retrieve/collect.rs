@@ -1,5 +1,6 @@
 //! Collection: from ranked nodes to the episodes returned (concepts standing for their
-//! episodes, a turn's passages together). Must not score.
+//! episodes, a turn's passages together), and what of a result a context budget hands over.
+//! Must not score.
 
 use super::*;
 
@@ -54,8 +55,73 @@ impl Memory {
         (hits, used)
     }
 
+    /// `r` cut to what the context budget (`max_context_tokens`) hands over: its best hits
+    /// while their tokens fit ([`Retrieval::within_budget`]), each episode's embedded text
+    /// counted by `count` (the embedder's tokenizer, `Embedder::token_count`, as `eval`
+    /// counts context).
+    pub fn hand_over(&self, mut r: Retrieval, count: impl Fn(&str) -> Result<usize>) -> Result<Retrieval> {
+        if self.config.max_context_tokens.is_none() {
+            return Ok(r);
+        }
+        let tokens = r
+            .hits
+            .iter()
+            .map(|h| count(&self.episodes[h.episode as usize].embedding_text()))
+            .collect::<Result<Vec<_>>>()?;
+        r.hits.truncate(r.within_budget(self.config.max_context_tokens, &tokens));
+        Ok(r)
+    }
+
     /// The first passage's episode of each episode's turn (itself for a whole turn).
     pub fn turns(&self) -> &[u32] {
         &self.turns
+    }
+}
+
+impl Retrieval {
+    /// How many of the best hits a budget of `max_tokens` hands over (`tokens[i]`: hit i's
+    /// tokens): the longest run from the best, in score order, whose tokens fit, and at least
+    /// one; every hit without a budget.
+    pub fn within_budget(&self, max_tokens: Option<usize>, tokens: &[usize]) -> usize {
+        let Some(budget) = max_tokens else { return self.hits.len() };
+        let mut used = 0;
+        let fitting = tokens
+            .iter()
+            .take(self.hits.len())
+            .take_while(|&&t| {
+                used += t;
+                used <= budget
+            })
+            .count();
+        fitting.max(1).min(self.hits.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_budget_keeps_the_best_hits_that_fit_and_never_nothing() {
+        let hit = |episode| Hit {
+            episode,
+            node: episode,
+            signals: Signals { dense: 0.0, bm25: 0.0, activation: None, pagerank: None, relevance: None, score: 0.0 },
+        };
+        let r = Retrieval {
+            mode: Mode::Synapse,
+            hits: (0..5).map(hit).collect(),
+            confidence: 1.0,
+            rejected: false,
+            anchors: vec![],
+        };
+        let tokens = &[300, 500, 100, 50, 900];
+        assert_eq!(r.within_budget(None, tokens), 5);
+        assert_eq!(r.within_budget(Some(1000), tokens), 4, "300 + 500 + 100 + 50; the 900 does not fit");
+        assert_eq!(r.within_budget(Some(850), tokens), 2, "the 100 would fit alone but the run stops at it");
+        assert_eq!(r.within_budget(Some(800), tokens), 2);
+        assert_eq!(r.within_budget(Some(10), tokens), 1, "the best hit even when it alone is over");
+        let empty = Retrieval { hits: vec![], ..r };
+        assert_eq!(empty.within_budget(Some(10), tokens), 0);
     }
 }

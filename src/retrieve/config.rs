@@ -107,12 +107,51 @@ impl std::fmt::Display for Mode {
     }
 }
 
+/// Which gate decides whether a result is rejected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Gate {
+    /// The learned "feeling of knowing": a model of whether the memory holds the answer,
+    /// from what retrieval knows about the result (`knowing`; the shipped model, or
+    /// `gate_model`).
+    Learned,
+    /// The paper's rule: the activation of the top-ranked node against τ_gate
+    /// (`gate_threshold`), scaled by the speaker check; synapse-family modes only.
+    Activation,
+}
+
+impl Gate {
+    /// The config and CLI name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Gate::Learned => "learned",
+            Gate::Activation => "activation",
+        }
+    }
+}
+
 /// Retrieval settings; defaults are the paper's unless stated.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RetrieveConfig {
+    /// The mode a search ranks with when it names none: `query`, `demo`, `serve`, `mcp` and
+    /// the library (default `synapse-gnn`, the best measured on LoCoMo, cross-validated; see
+    /// docs/results.md).
+    pub mode: Mode,
+    /// The gate (default `learned`).
+    pub gate: Gate,
+    /// The learned gate's model file (default: the model that ships with Myelin,
+    /// `models/gate/knowing.json`, built into the library).
+    pub gate_model: Option<PathBuf>,
+    /// The learned gate's threshold: a result whose confidence is under it is rejected
+    /// (default: the model's own, chosen to refuse at most 3% of answerable questions).
+    pub gate_model_threshold: Option<f32>,
     /// Episodes returned, k (default 30).
     pub top_k: usize,
+    /// Most context handed over, in WordPiece tokens of the episodes' text (default 1,000;
+    /// unset: all `top_k`): the best episodes of a result, in score order, while they fit (at
+    /// least one), then in time order. Ranking, recall@k and the gate still see all `top_k`.
+    pub max_context_tokens: Option<usize>,
     /// Anchors taken from each trigger: the top nodes by BM25 and by dense similarity (default 10).
     pub anchor_k: usize,
     /// Scale of the initial activation, `a(0) = α·max(0, sim)` on anchors (default 2; the
@@ -193,7 +232,12 @@ impl Default for GnnConfig {
 impl Default for RetrieveConfig {
     fn default() -> Self {
         RetrieveConfig {
+            mode: Mode::SynapseGnn,
+            gate: Gate::Learned,
+            gate_model: None,
+            gate_model_threshold: None,
             top_k: 30,
+            max_context_tokens: Some(1000),
             anchor_k: 10,
             alpha: 2.0,
             lexical_weight: 0.7,
@@ -223,6 +267,11 @@ impl RetrieveConfig {
         if self.top_k == 0 {
             return Err(Error::InvalidArgument("top_k must be at least 1".into()));
         }
+        if self.max_context_tokens == Some(0) {
+            return Err(Error::InvalidArgument(
+                "max_context_tokens must be at least 1 (unset it for no budget)".into(),
+            ));
+        }
         if !(0.0..=1.0).contains(&self.lexical_weight) {
             return Err(Error::InvalidArgument(format!("lexical_weight {} is not in [0, 1]", self.lexical_weight)));
         }
@@ -234,6 +283,11 @@ impl RetrieveConfig {
         }
         if !(0.0..1.0).contains(&self.ppr_damping) {
             return Err(Error::InvalidArgument(format!("ppr_damping {} is not in [0, 1)", self.ppr_damping)));
+        }
+        if let Some(t) = self.gate_model_threshold
+            && !(0.0..=1.0).contains(&t)
+        {
+            return Err(Error::InvalidArgument(format!("gate_model_threshold {t} is not in [0, 1]")));
         }
         if let Some(w) = self.gnn.weight
             && !(w.is_finite() && w >= 0.0)

@@ -1,9 +1,62 @@
-//! The uncertainty gate: rejecting a result whose confidence is under τ_gate, scaled by
-//! whether the speaker a question names said the best episodes. Must not rank.
+//! The gates: the paper's (a result whose top activation, scaled by whether the speaker a
+//! question names said the best episodes, is under τ_gate is rejected) and the learned one
+//! (what retrieval knows about the query's `synapse` ranking, through the `knowing` model).
+//! Must not rank.
 
 use super::*;
+use crate::knowing::GateModel;
 
 impl Memory {
+    /// The learned gate's model: the settings' file, or the shipped model. Loaded on first
+    /// use; a missing file or one that takes other features is an error, on every call.
+    pub fn gate_model(&self) -> Result<&Arc<GateModel>> {
+        self.knowing
+            .get_or_init(|| {
+                let (model, source) = match &self.config.gate_model {
+                    Some(path) => (GateModel::load(path), path.display().to_string()),
+                    None => (GateModel::shipped().cloned(), crate::knowing::SHIPPED_NAME.to_string()),
+                };
+                let message = |e: Error| match e {
+                    Error::Model(m) => m,
+                    other => other.to_string(),
+                };
+                let model = model.map_err(message)?;
+                model.check(&KNOWING_FEATURES, &source).map_err(message)?;
+                Ok(Arc::new(model))
+            })
+            .as_ref()
+            .map_err(|e| Error::Model(e.clone()))
+    }
+
+    /// The threshold the configured gate rejects a result of `mode` under (`None`: the
+    /// activation gate never rejects a baseline's result).
+    pub fn rejection_threshold(&self, mode: Mode) -> Result<Option<f32>> {
+        Ok(match self.config.gate {
+            Gate::Learned => Some(self.config.gate_model_threshold.unwrap_or(self.gate_model()?.threshold as f32)),
+            Gate::Activation => mode.is_synapse().then_some(self.config.gate_threshold),
+        })
+    }
+
+    /// The learned gate's verdict on a result, when the settings choose it (`None`
+    /// otherwise): its confidence and whether it is rejected (the confidence is under the
+    /// threshold). The features come from `synapse`'s ranking of the query: `r` itself for
+    /// `synapse`, and for `synapse-gnn` before its rerank (the same ranking); any other mode
+    /// has it ranked for the purpose. The gate therefore reads nothing learned but its own
+    /// weights, and a result's verdict does not depend on the mode that ranked it.
+    pub(super) fn know(&self, query: &Query, r: &Retrieval) -> Result<Option<(f32, bool)>> {
+        if self.config.gate != Gate::Learned {
+            return Ok(None);
+        }
+        if !matches!(r.mode, Mode::Synapse | Mode::SynapseGnn) {
+            let known = self.retrieve(query, Mode::Synapse)?;
+            return Ok(Some((known.confidence, known.rejected)));
+        }
+        let model = self.gate_model()?;
+        let threshold = self.config.gate_model_threshold.map_or(model.threshold, f64::from);
+        let confidence = model.confidence(&self.knowing_features(query, r));
+        Ok(Some((confidence, (confidence as f64) < threshold)))
+    }
+
     /// Applies the speaker check to the confidence and, in synapse modes, the threshold.
     pub(super) fn gate(&self, query: &Query, mut r: Retrieval) -> Retrieval {
         if self.config.speaker_check
@@ -40,5 +93,235 @@ impl Memory {
         let named: Vec<&String> = self.speakers.iter().filter(|s| words.contains(s)).collect();
         let [speaker] = named.as_slice() else { return None };
         Some((*speaker).clone())
+    }
+}
+
+/// The learned gate's inputs, in order (a gate model's card lists them; see
+/// [`Memory::knowing_features`]). "Coverage" is the share of the question's content words
+/// (weighted by idf; the speakers' names left out) that a turn holds; "window" counts a turn
+/// with its neighbours; "named" and "other" split turns by whether the speaker the question
+/// names said them (both are the overall value when it names none); "blind" is the similarity
+/// of a turn to the question with the speakers' names left out of the lexical side (its
+/// cosine, and the BM25 of the content words), over the returned turns and the best covering
+/// ones.
+pub const KNOWING_FEATURES: [&str; 23] = [
+    "named",
+    "coverage_top",
+    "coverage_named",
+    "coverage_other",
+    "memory_coverage",
+    "best_coverage",
+    "best_named",
+    "best_other",
+    "best_window",
+    "window_named",
+    "window_other",
+    "best_by_named",
+    "blind_by_named",
+    "blind_named",
+    "blind_other",
+    "missing_best",
+    "unknown_terms",
+    "activation",
+    "margin",
+    "bm25_max",
+    "terms",
+    "speaker_agreement",
+    "log_episodes",
+];
+
+/// Returned episodes the learned gate looks at, best first.
+pub const KNOWING_DEPTH: usize = 10;
+
+/// Turns, best covering first, whose window (the turn and its neighbours) is measured.
+const WINDOWS: usize = 50;
+
+impl Memory {
+    /// What the learned gate sees of a result (best first, as `synapse` ranks) and of the
+    /// memory: who said the turns that hold what the question asks against the speaker it
+    /// names, how much of the question's words the best returned episodes, the best turns of
+    /// each speaker in the whole memory and the memory itself hold, the activation and score
+    /// of the best, their margin and the size of the memory. In [`KNOWING_FEATURES`] order.
+    pub fn knowing_features(&self, query: &Query, r: &Retrieval) -> Vec<f32> {
+        let top = &r.hits[..r.hits.len().min(KNOWING_DEPTH)];
+        let named = self.named_speaker(query);
+        let is_named = |e: u32| named.as_ref().is_some_and(|s| *s == first_name(&self.episodes[e as usize].speaker));
+        let max_of = |it: &mut dyn Iterator<Item = f32>| it.fold(0.0f32, f32::max);
+        let name_term = |t: &str| t.len() >= 3 && self.speakers.iter().any(|s| s.starts_with(t));
+        let all_terms = self.bm25.term_postings(&query.terms);
+        let content: Vec<String> = query.terms.iter().filter(|t| !name_term(t)).cloned().collect();
+        let terms = self.bm25.term_postings(&content);
+        let total: f32 = terms.iter().map(|t| t.0).sum();
+        let share = |x: f32| if total > 0.0 { x / total } else { 0.0 };
+        let holds = |postings: &[(u32, u32)], node: u32| postings.binary_search_by_key(&node, |p| p.0).is_ok();
+        let node_of = |e: u32| self.episode_nodes[e as usize];
+        let coverage = |e: u32| share(terms.iter().filter(|t| holds(t.1, node_of(e))).map(|t| t.0).sum());
+        // Every episode holding a content word, with its coverage.
+        let mut held: std::collections::HashMap<u32, f32> = std::collections::HashMap::new();
+        for &(idf, postings) in &terms {
+            for &(node, _) in postings {
+                if let NodeRef::Episode(e) = self.graph.nodes[node as usize] {
+                    *held.entry(e).or_insert(0.0) += idf;
+                }
+            }
+        }
+        let mut best: Vec<(u32, f32)> = held.into_iter().map(|(e, x)| (e, share(x))).collect();
+        best.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let last = self.episodes.len().saturating_sub(1) as u32;
+        let window = |e: u32| {
+            let around = [e.saturating_sub(1), e, (e + 1).min(last)];
+            share(terms.iter().filter(|t| around.iter().any(|&n| holds(t.1, node_of(n)))).map(|t| t.0).sum())
+        };
+        let windows: Vec<(u32, f32)> = best.iter().take(WINDOWS).map(|&(e, _)| (e, window(e))).collect();
+        let split = |of: &[(u32, f32)]| -> (f32, f32, f32) {
+            let all = max_of(&mut of.iter().map(|x| x.1));
+            match named {
+                Some(_) => (
+                    all,
+                    max_of(&mut of.iter().filter(|x| is_named(x.0)).map(|x| x.1)),
+                    max_of(&mut of.iter().filter(|x| !is_named(x.0)).map(|x| x.1)),
+                ),
+                None => (all, all, all),
+            }
+        };
+        let (best_all, best_named, best_other) = split(&best);
+        let (window_all, window_named, window_other) = split(&windows);
+        // Who said what the question asks, blind to whom it names.
+        let content_bm25: std::collections::HashMap<u32, f32> = self.bm25.score_sparse(&content).into_iter().collect();
+        let mut candidates: Vec<u32> =
+            r.hits.iter().map(|h| h.episode).chain(best.iter().take(WINDOWS).map(|b| b.0)).collect();
+        candidates.sort_unstable();
+        candidates.dedup();
+        let lexical = |e: u32| content_bm25.get(&node_of(e)).copied().unwrap_or(0.0);
+        let max_lexical = max_of(&mut candidates.iter().map(|&e| lexical(e)));
+        let w = self.config.lexical_weight;
+        let mut blind: Vec<(u32, f32)> = candidates
+            .iter()
+            .map(|&e| (e, similarity(self.node_dense(node_of(e), query), lexical(e), max_lexical, w)))
+            .collect();
+        blind.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let (_, blind_named, blind_other) = split(&blind);
+        let ranked: Vec<(u32, f32)> = top.iter().map(|h| (h.episode, coverage(h.episode))).collect();
+        let (_, coverage_named, coverage_other) = split(&ranked);
+        let by_named = |e: Option<u32>| match (named.is_some(), e) {
+            (true, Some(e)) => {
+                if is_named(e) {
+                    1.0
+                } else {
+                    -1.0
+                }
+            }
+            _ => 0.0,
+        };
+        let missing_best = best.first().map_or(1.0, |&(e, _)| {
+            let n = self.bm25.len() as f32;
+            let largest = (1.0 + (n + 0.5) / 0.5).ln();
+            let missing = max_of(&mut terms.iter().filter(|t| !holds(t.1, node_of(e))).map(|t| t.0));
+            if largest > 0.0 { missing / largest } else { 0.0 }
+        });
+        let in_memory: f32 = terms.iter().filter(|t| !t.1.is_empty()).map(|t| t.0).sum();
+        let unknown = terms.iter().filter(|t| t.1.is_empty()).count();
+        let first = top.first();
+        let score = |k: usize| top.get(k).map_or(0.0, |h| h.signals.score);
+        let margin = if score(0).abs() > 0.0 { (score(0) - score(1)) / score(0).abs() } else { 0.0 };
+        let all_idf: f32 = all_terms.iter().map(|t| t.0).sum();
+        let bm25_max = max_of(&mut top.iter().map(|h| h.signals.bm25));
+        vec![
+            named.is_some() as u8 as f32,
+            first.map_or(0.0, |h| coverage(h.episode)),
+            coverage_named,
+            coverage_other,
+            share(in_memory),
+            best_all,
+            best_named,
+            best_other,
+            window_all,
+            window_named,
+            window_other,
+            by_named(best.first().map(|b| b.0)),
+            by_named(blind.first().map(|b| b.0)),
+            blind_named,
+            blind_other,
+            missing_best,
+            unknown as f32 / terms.len().max(1) as f32,
+            first.and_then(|h| h.signals.activation).unwrap_or(0.0),
+            margin,
+            if all_idf > 0.0 { bm25_max / all_idf } else { 0.0 },
+            (terms.len() as f32).ln_1p(),
+            self.speaker_agreement(query, &r.hits).unwrap_or(1.0),
+            (self.episodes.len() as f32).ln_1p() / 10.0,
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Four turns of two speakers, no edges; turn i's embedding is the i-th unit vector.
+    fn memory() -> Memory {
+        let turns = [
+            ("Alice", "I adopted a beagle puppy named Rex."),
+            ("Bob", "Congrats on the puppy!"),
+            ("Bob", "I started a pottery class on Tuesday."),
+            ("Alice", "Pottery sounds fun."),
+        ];
+        let episodes: Vec<Episode> = turns
+            .iter()
+            .enumerate()
+            .map(|(i, (speaker, text))| {
+                let mut embedding = vec![0.0; EMBEDDING_DIM];
+                embedding[i] = 1.0;
+                Episode {
+                    conversation: "c".into(),
+                    session: 1,
+                    turn_id: format!("D1:{i}"),
+                    position: i as u32,
+                    speaker: speaker.to_string(),
+                    text: text.to_string(),
+                    image_caption: None,
+                    timestamp: chrono::DateTime::from_timestamp(1_683_504_000 + 60 * i as i64, 0),
+                    embedding,
+                }
+            })
+            .collect();
+        let graph = Graph { nodes: (0..4).map(NodeRef::Episode).collect(), pagerank: vec![0.0; 4], ..Graph::default() };
+        Memory::new("c", episodes, graph, RetrieveConfig::default()).unwrap()
+    }
+
+    fn features(memory: &Memory, text: &str) -> std::collections::HashMap<&'static str, f32> {
+        let mut embedding = vec![0.0; EMBEDDING_DIM];
+        embedding[0] = 0.6;
+        embedding[2] = 0.8;
+        let query = Query::new(&mut Analyzer::new().unwrap(), text, embedding).unwrap();
+        let r = memory.retrieve(&query, Mode::Synapse).unwrap();
+        KNOWING_FEATURES.iter().copied().zip(memory.knowing_features(&query, &r)).collect()
+    }
+
+    #[test]
+    fn the_gate_sees_who_said_what_the_question_asks() {
+        let m = memory();
+        // Alice adopted the puppy: asked of Alice, her turn holds the question's one content
+        // word; asked of Bob (the adversarial swap), only the other speaker's turn does.
+        let alice = features(&m, "What did Alice adopt?");
+        assert_eq!((alice["named"], alice["best_by_named"], alice["best_named"]), (1.0, 1.0, 1.0));
+        assert_eq!((alice["best_other"], alice["memory_coverage"], alice["unknown_terms"]), (0.0, 1.0, 0.0));
+        let bob = features(&m, "What did Bob adopt?");
+        assert_eq!((bob["named"], bob["best_by_named"], bob["best_named"], bob["best_other"]), (1.0, -1.0, 0.0, 1.0));
+        // A word no turn holds: half the content terms are unknown, and the best turn lacks
+        // the rarest word there is.
+        let tokyo = features(&m, "What did Bob adopt in Tokyo?");
+        assert_eq!(tokyo["unknown_terms"], 0.5);
+        assert!(tokyo["memory_coverage"] < 0.6 && tokyo["missing_best"] == 1.0, "{tokyo:?}");
+        // Naming nobody: the named and other values are the overall ones.
+        let none = features(&m, "Who started a pottery class?");
+        assert_eq!((none["named"], none["best_by_named"]), (0.0, 0.0));
+        assert_eq!(none["best_named"], none["best_other"]);
+        // The shipped model trusts Alice's question more than Bob's.
+        let model = m.gate_model().unwrap();
+        let confidence = |f: &std::collections::HashMap<&str, f32>| {
+            model.confidence(&KNOWING_FEATURES.iter().map(|n| f[n]).collect::<Vec<_>>())
+        };
+        assert!(confidence(&alice) > confidence(&bob) + 0.1, "{} vs {}", confidence(&alice), confidence(&bob));
     }
 }

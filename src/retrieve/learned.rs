@@ -120,7 +120,19 @@ impl Memory {
     /// every returned episode's score gains `weight · blend · relevance`, where blend is the
     /// cold start, min(1, episodes / `gnn.cold_start_episodes`), and the episodes are reordered
     /// by it. The gate's confidence stays synapse's.
-    pub fn learned(&self, query: &Query, mut r: Retrieval) -> Result<Retrieval> {
+    /// Then the learned gate decides, when the settings choose it ([`Memory::know`], on the
+    /// ranking before the rerank).
+    pub fn learned(&self, query: &Query, r: Retrieval) -> Result<Retrieval> {
+        let known = self.know(query, &r)?;
+        let mut r = self.rerank(query, r)?;
+        if let Some((confidence, rejected)) = known {
+            (r.confidence, r.rejected) = (confidence, rejected);
+        }
+        Ok(r)
+    }
+
+    /// The rerank of [`Memory::learned`].
+    fn rerank(&self, query: &Query, mut r: Retrieval) -> Result<Retrieval> {
         if r.mode != Mode::SynapseGnn || r.hits.is_empty() {
             return Ok(r);
         }

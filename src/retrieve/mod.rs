@@ -12,14 +12,14 @@ mod collect;
 mod config;
 pub mod engine;
 mod explain;
-mod gate;
+pub mod gate;
 mod gpu;
 pub mod index;
 mod learned;
 mod modes;
 mod signals;
 
-pub use config::{GnnConfig, Mode, RetrieveConfig};
+pub use config::{Gate, GnnConfig, Mode, RetrieveConfig};
 
 use std::sync::Arc;
 
@@ -171,6 +171,8 @@ pub struct Memory {
     importance: Vec<f32>,
     /// The model of `synapse-gnn`, loaded on first use (a load error is kept and returned).
     relevance: std::sync::OnceLock<std::result::Result<Arc<Relevance>, String>>,
+    /// The learned gate's model, the same way.
+    knowing: std::sync::OnceLock<std::result::Result<Arc<crate::knowing::GateModel>, String>>,
     /// The dense index, built on the first query that uses it.
     index: std::sync::OnceLock<DenseIndex>,
     /// What unreached nodes hold under `spreading` with the configured dynamics, built on the
@@ -293,6 +295,7 @@ impl Memory {
             age,
             importance,
             relevance: std::sync::OnceLock::new(),
+            knowing: std::sync::OnceLock::new(),
             index: std::sync::OnceLock::new(),
             resting: std::sync::OnceLock::new(),
             sparse_min_nodes: SPARSE_NODES,
@@ -403,6 +406,11 @@ impl Memory {
     /// [`SPARSE_NODES`]; 0 always tries, `usize::MAX` never does). Results do not change.
     pub fn set_sparse_min_nodes(&mut self, nodes: usize) {
         self.sparse_min_nodes = nodes;
+    }
+
+    /// Sets the gate its results go through.
+    pub fn set_gate(&mut self, gate: Gate) {
+        self.config.gate = gate;
     }
 
     /// Turns the dense index on or off; a built index is kept.

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::conversation::turn_of;
 use crate::error::{Error, Result};
-use crate::retrieve::{Memory, Retrieval};
+use crate::retrieve::{Memory, Mode, Retrieval};
 use crate::store::Episode;
 
 /// Longest scope id part, in bytes.
@@ -119,6 +119,9 @@ pub struct SearchRequest {
     /// Most memories returned (default: the retrieval `top_k`).
     #[serde(default)]
     pub limit: Option<usize>,
+    /// The retrieval mode (default: `retrieve.mode`, `synapse-gnn`).
+    #[serde(default)]
+    pub mode: Option<Mode>,
 }
 
 /// What a search found.

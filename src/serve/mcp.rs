@@ -10,6 +10,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 
 use super::{Message, Page, Scope, SearchRequest, Service};
 use crate::error::{Error, Result};
+use crate::retrieve::Mode;
 
 /// The protocol revision this server speaks.
 pub const PROTOCOL_VERSION: &str = "2025-06-18";
@@ -48,7 +49,9 @@ pub fn tools() -> Value {
             "description": "The memories of a scope that answer a question, in time order, with the retrieval's confidence.",
             "inputSchema": {"type": "object", "properties": with_scope(json!({
                 "query": {"type": "string"},
-                "limit": {"type": "integer", "minimum": 1}
+                "limit": {"type": "integer", "minimum": 1},
+                "mode": {"type": "string", "enum": Mode::ALL.map(Mode::as_str),
+                         "description": "Retrieval mode (default: the server's, synapse-gnn)."}
             })), "required": ["query"]}
         },
         {

@@ -191,7 +191,10 @@ impl Thread {
                 Ok(all) => searches
                     .iter()
                     .zip(all.by_ref())
-                    .map(|(s, r)| r.map(|r| answer(&s.request, &s.memory, &r)))
+                    .map(|(s, r)| {
+                        let r = r.and_then(|r| s.memory.hand_over(r, |t| self.embedder.token_count(t)))?;
+                        Ok(answer(&s.request, &s.memory, &r))
+                    })
                     .collect(),
                 Err(e) => batch_failed(searches.len(), e),
             };
@@ -224,15 +227,26 @@ impl Thread {
         let query = |i: usize| queries[i].as_ref().map_err(|e| e.to_string());
         let mut out: Vec<Option<Result<Retrieval>>> = (0..searches.len()).map(|_| None).collect();
         let ranker = self.resident.as_ref().map(|r| &r.ranker);
+        // Each mode asked for is one batch (a search that names none takes its scope's
+        // configured mode).
+        let mode = |i: usize| searches[i].request.mode.unwrap_or(searches[i].memory.config().mode);
+        // (ranker, mode, (search, slot) of each search in the group).
+        type Group<'a> = (Option<&'a Ranker>, Mode, Vec<(usize, u32)>);
+        let mut groups: Vec<Group> = Vec::new();
         for (ranker, picked) in [(ranker, on_gpu), (None, on_cpu.into_iter().map(|i| (i, 0)).collect())] {
-            if picked.is_empty() {
-                continue;
+            for (i, slot) in picked {
+                match groups.iter_mut().find(|g| g.0.is_some() == ranker.is_some() && g.1 == mode(i)) {
+                    Some(g) => g.2.push((i, slot)),
+                    None => groups.push((ranker, mode(i), vec![(i, slot)])),
+                }
             }
+        }
+        for (ranker, mode, picked) in groups {
             let requests: Vec<(u32, &Memory, &Query)> = picked
                 .iter()
                 .map(|&(i, slot)| Ok((slot, &*searches[i].memory, query(i)?)))
                 .collect::<std::result::Result<_, String>>()?;
-            let (found, report) = retrieve_on(ranker, &requests, Mode::Synapse).map_err(|e| e.to_string())?;
+            let (found, report) = retrieve_on(ranker, &requests, mode).map_err(|e| e.to_string())?;
             if report.on_gpu {
                 Counters::add(&self.counters.gpu_searches, requests.len());
             }

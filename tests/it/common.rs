@@ -69,3 +69,8 @@ pub fn datasets() -> Option<PathBuf> {
         }
     }
 }
+
+/// A JSON file the binary wrote, parsed (a missing or malformed file fails naming it).
+pub fn read_json(path: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).expect("json")
+}

@@ -2,13 +2,7 @@
 //! on one conversation and validates on another, and `eval --mode synapse-gnn` with those
 //! weights reproduces the card's validation figures through the retrieval path.
 
-use serde_json::Value;
-
-use crate::common::{datasets, fails, ok};
-
-fn read_json(path: &std::path::Path) -> Value {
-    serde_json::from_slice(&std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).expect("json")
-}
+use crate::common::{datasets, fails, ok, read_json};
 
 #[test]
 fn train_gnn_writes_a_card_whose_figures_eval_reproduces() {

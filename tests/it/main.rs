@@ -7,6 +7,7 @@ mod crash;
 mod embed_golden;
 mod faults;
 mod fuzz;
+mod gate;
 mod gnn;
 mod gpu;
 mod retrieve;

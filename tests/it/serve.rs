@@ -202,6 +202,21 @@ fn scopes_are_isolated_deletion_leaves_nothing_and_a_restart_keeps_everything() 
             format!("Rex the dog goes to the beach every Sunday, scope {i} says.")
         );
     }
+    // A search may name its mode: each is ranked as asked (a baseline has no activation), the
+    // default being synapse-gnn (with learned relevance); an unknown mode is refused by name.
+    let mut req = scopes[0].clone();
+    req["query"] = json!("Where does Rex the dog like to go?");
+    let (_, default) = server.json("POST", "/v1/memories/search", req.clone());
+    req["mode"] = json!("bm25");
+    let (status, bm25) = server.json("POST", "/v1/memories/search", req.clone());
+    assert_eq!(status, 200, "{bm25}");
+    assert!(ids(&bm25).iter().all(|id| owned[0].contains(id)), "{bm25}");
+    assert_eq!((&bm25["confidence"], &bm25["rejected"]), (&default["confidence"], &default["rejected"]), "one verdict");
+    req["mode"] = json!("magic");
+    let (status, v) = server.json("POST", "/v1/memories/search", req);
+    assert_eq!(status, 400, "{v}");
+    assert!(v.to_string().contains("mode") && v.to_string().contains("magic"), "{v}");
+
     // A search batch answers each request in its own scope, in order.
     let requests: Vec<Value> = scopes
         .iter()
@@ -549,7 +564,8 @@ fn the_blocking_facade_runs_the_library_without_a_server() {
         .add(&alice, vec![message("I keep bees on my roof."), message("My sister lives in Porto.")])
         .expect("add");
     service.add(&Scope::user("bob"), vec![message("I keep bees in the garden.")]).expect("add bob");
-    let request = SearchRequest { query: "Where are the bees?".into(), scope: alice.clone(), limit: Some(1) };
+    let request =
+        SearchRequest { query: "Where are the bees?".into(), scope: alice.clone(), limit: Some(1), mode: None };
     let found = service.search(&request).expect("search");
     assert_eq!(found.results.len(), 1);
     assert_eq!(found.results[0].id, added[0].id);
@@ -629,13 +645,13 @@ fn long_messages_are_stored_as_passages_and_served_whole() {
             .expect("a sentence at the end");
         assert!(contents[0].rfind(tail).expect("in the text") > 2000, "the sentence is deep in the message");
         let found = service
-            .search(&SearchRequest { query: tail.to_string(), scope: scope.clone(), limit: Some(1) })
+            .search(&SearchRequest { query: tail.to_string(), scope: scope.clone(), limit: Some(1), mode: None })
             .expect("search");
         assert_eq!(found.results.len(), 1);
         assert_eq!(found.results[0].id, ids[0], "found by its tail: {tail}");
         assert_eq!(found.results[0].memory, contents[0]);
         let all = service
-            .search(&SearchRequest { query: tail.to_string(), scope: scope.clone(), limit: None })
+            .search(&SearchRequest { query: tail.to_string(), scope: scope.clone(), limit: None, mode: None })
             .expect("search");
         let mut seen: Vec<&str> = all.results.iter().map(|m| m.id.as_str()).collect();
         let n = seen.len();
@@ -697,7 +713,7 @@ fn a_scope_grown_write_by_write_answers_the_same_after_a_restart() {
             .iter()
             .take(12)
             .map(|q| {
-                let request = SearchRequest { query: q.clone(), scope: scope.clone(), limit: Some(10) };
+                let request = SearchRequest { query: q.clone(), scope: scope.clone(), limit: Some(10), mode: None };
                 serde_json::to_value(service.search(&request).expect("search")).expect("json")
             })
             .collect()
@@ -776,7 +792,7 @@ fn concurrent_writes_share_commits_and_searches_share_batches() {
             .enumerate()
             .map(|(i, q)| {
                 let service = service.clone();
-                let request = SearchRequest { query: q.clone(), scope: scopes[i % 6].clone(), limit: None };
+                let request = SearchRequest { query: q.clone(), scope: scopes[i % 6].clone(), limit: None, mode: None };
                 tokio::spawn(async move { (request.scope.clone(), service.search(&request).await.expect("search")) })
             })
             .collect();
@@ -805,8 +821,12 @@ fn concurrent_writes_share_commits_and_searches_share_batches() {
             timestamp: None,
         };
         let added = service.add(&scopes[2], vec![note]).await.expect("add after reopen");
-        let request =
-            SearchRequest { query: "When does the telescope arrive?".into(), scope: scopes[2].clone(), limit: Some(3) };
+        let request = SearchRequest {
+            query: "When does the telescope arrive?".into(),
+            scope: scopes[2].clone(),
+            limit: Some(3),
+            mode: None,
+        };
         let found = service.search(&request).await.expect("search");
         assert!(found.results.iter().any(|m| m.id == added[0].id), "{found:?}");
         assert_eq!(service.get_all(&scopes[2], Page::default()).await.expect("list").len(), 21);
@@ -844,6 +864,7 @@ fn on_the_gpu_searches_follow_writes_and_deletions_as_on_the_cpu() {
                         query: q.clone(),
                         scope: if i % 2 == 0 { a.clone() } else { b.clone() },
                         limit: None,
+                        mode: None,
                     })
                     .collect();
                 let on_cpu: Vec<SearchResult> =

@@ -9,9 +9,9 @@ use std::time::Instant;
 use myelin::config::Config;
 use myelin::embed::Embedder;
 use myelin::pipeline::LoadedInput;
+use myelin::retrieve::Query;
 use myelin::retrieve::bm25::Analyzer;
 use myelin::retrieve::engine::Engine;
-use myelin::retrieve::{Mode, Query};
 use myelin::store::Store;
 
 use super::{ingest, stats};
@@ -29,20 +29,23 @@ pub fn run(config: Config, g: &Globals) -> anyhow::Result<()> {
     g.runtime.block_on(answer(&g.store, &config, &ids))
 }
 
+/// Episodes shown per question.
+const SHOWN: usize = 3;
+
 /// Answers the questions of `conversations` with the default mode, three episodes each.
 async fn answer(store_dir: &Path, config: &Config, conversations: &[String]) -> anyhow::Result<()> {
     let store = Store::open(store_dir).await?;
     let embedder = Embedder::load(&config.embed)?;
     let mut analyzer = Analyzer::new()?;
-    let mut shown = Config { retrieve: config.retrieve.clone(), ..Config::default() };
-    shown.retrieve.top_k = 3;
     for id in conversations {
-        let memory = myelin::pipeline::stored_memory(&store, id, &shown).await?;
+        let memory = myelin::pipeline::stored_memory(&store, id, config).await?;
         let engine = Engine::new(vec![memory], &config.gpu)?;
         let memory = &engine.memories()[0];
         for q in store.questions(id).await? {
             let query = Query::new(&mut analyzer, &q.text, embedder.embed_one(&q.text)?)?;
-            let r = engine.retrieve(0, &query, Mode::Synapse)?;
+            // The whole result ranks and gates; the best three are shown, in time order.
+            let mut r = engine.retrieve(0, &query, config.retrieve.mode)?;
+            r.hits.truncate(SHOWN);
             let turns: Vec<String> =
                 r.time_ordered().iter().map(|h| memory.episodes()[h.episode as usize].turn_id.clone()).collect();
             render::demo_answer(id, &q.text, &turns, &r, &q.evidence);

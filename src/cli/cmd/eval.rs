@@ -22,7 +22,11 @@ use crate::cli::render;
 
 pub fn run(args: EvalArgs, mut config: Config, g: &Globals) -> anyhow::Result<()> {
     args.tuning.apply(&mut config)?;
-    let modes = if args.modes.is_empty() { Mode::ALL.to_vec() } else { args.modes.clone() };
+    let modes = match (&args.modes[..], args.tuning.mode) {
+        ([], None) => Mode::ALL.to_vec(),
+        ([], Some(mode)) => vec![mode],
+        (modes, _) => modes.to_vec(),
+    };
     let options = EvalOptions {
         modes,
         calibrate: args.calibrate,

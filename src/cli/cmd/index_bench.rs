@@ -20,7 +20,7 @@ use crate::cli::render::{self, IndexBench};
 
 pub fn run(args: IndexBenchArgs, mut config: Config, g: &Globals) -> anyhow::Result<()> {
     args.tuning.apply(&mut config)?;
-    let mode = args.mode;
+    let mode = config.retrieve.mode;
     anyhow::ensure!(mode.is_synapse(), "--mode {mode}: the dense index serves the synapse modes only");
     g.runtime.block_on(index_bench(&g.store, &config, &args.conversation, &args.questions, mode, args.json.as_deref()))
 }

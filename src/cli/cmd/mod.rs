@@ -15,5 +15,6 @@ pub mod query;
 pub mod scale_history;
 pub mod serve;
 pub mod stats;
+pub mod train_gate;
 pub mod train_gnn;
 pub mod write_bench;

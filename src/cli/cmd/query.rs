@@ -19,7 +19,8 @@ use crate::cli::render::{self, Answer};
 
 pub fn run(args: QueryArgs, mut config: Config, g: &Globals) -> anyhow::Result<()> {
     args.tuning.apply(&mut config)?;
-    let QueryArgs { conversation, question, mode, json, explain, .. } = args;
+    let QueryArgs { conversation, question, json, explain, .. } = args;
+    let mode = config.retrieve.mode;
     g.runtime.block_on(query(&g.store, &config, &conversation, &question, mode, json, explain))
 }
 
@@ -51,6 +52,10 @@ async fn query(
         if explain { engine.explain(0, &query, mode)? } else { (engine.retrieve(0, &query, mode)?, Vec::new()) };
     let memory = &engine.memories()[0];
     let retrieve_ms = t0.elapsed().as_secs_f64() * 1e3;
+    // The context budget hands over the best episodes that fit.
+    let result = memory.hand_over(result, |t| embedder.token_count(t))?;
+    let mut explanations = explanations;
+    explanations.truncate(result.hits.len());
     let answer = Answer {
         conversation,
         question,
@@ -58,7 +63,8 @@ async fn query(
         memory,
         result: &result,
         explanations: &explanations,
-        threshold: mode.is_synapse().then_some(config.retrieve.gate_threshold),
+        threshold: memory.rejection_threshold(mode)?,
+        gate: config.retrieve.gate,
         embed_ms,
         retrieve_ms,
         backend: engine.choice(),

@@ -12,6 +12,7 @@ use myelin::config::Config;
 use myelin::gnn::FeatureSet;
 use myelin::gnn::train::TrainOptions;
 use myelin::gpu::Backend;
+use myelin::retrieve::{Gate, Mode};
 
 /// What `train-gnn` trains on and how; the defaults are [`TrainOptions::default`]'s.
 #[derive(Args, Debug)]
@@ -126,9 +127,29 @@ impl IngestFlags {
 /// config key.
 #[derive(Args, Debug)]
 pub struct RetrieveFlags {
+    /// Retrieval mode of a search that names none [retrieve.mode].
+    #[arg(long, value_parser = super::ModeParser)]
+    pub mode: Option<Mode>,
+    /// The gate: learned (the shipped "feeling of knowing" model) or activation (the paper's
+    /// τ_gate rule) [retrieve.gate].
+    #[arg(long, value_enum)]
+    pub gate: Option<Gate>,
+    /// The learned gate's model file; unset: the shipped model [retrieve.gate_model].
+    #[arg(long)]
+    pub gate_model: Option<PathBuf>,
+    /// The learned gate's threshold; unset: the model's own [retrieve.gate_model_threshold].
+    #[arg(long)]
+    pub gate_model_threshold: Option<f32>,
     /// Episodes returned, k [retrieve.top_k].
     #[arg(long)]
     pub top_k: Option<usize>,
+    /// Most context handed over, in WordPiece tokens: the best episodes while they fit
+    /// [retrieve.max_context_tokens].
+    #[arg(long, conflicts_with = "no_context_budget")]
+    pub max_context_tokens: Option<usize>,
+    /// Hand over all top-k episodes, whatever their length [retrieve.max_context_tokens = none].
+    #[arg(long)]
+    pub no_context_budget: bool,
     /// Anchors per trigger (BM25, dense) [retrieve.anchor_k].
     #[arg(long)]
     pub anchor_k: Option<usize>,
@@ -218,7 +239,7 @@ impl RetrieveFlags {
         macro_rules! set {
             ($($flag:ident => $target:expr),* $(,)?) => { $( if let Some(v) = self.$flag.clone() { $target = v; } )* };
         }
-        set!(top_k => r.top_k, anchor_k => r.anchor_k, alpha => r.alpha, lexical_weight => r.lexical_weight, gate_threshold => r.gate_threshold,
+        set!(mode => r.mode, gate => r.gate, top_k => r.top_k, anchor_k => r.anchor_k, alpha => r.alpha, lexical_weight => r.lexical_weight, gate_threshold => r.gate_threshold,
              concepts_in_results => r.concepts_in_results, concept_anchors => r.concept_anchors, passage_discount => r.passage_discount, speaker_check => r.speaker_check, steps => a.steps, spreading => a.spreading,
              decay => a.decay, top_m => a.inhibition_top_m, beta => a.inhibition_beta, gamma => a.sigmoid_gamma,
              theta => a.sigmoid_theta, rho => a.rho);
@@ -230,6 +251,18 @@ impl RetrieveFlags {
         }
         if let Some(p) = &self.gnn_weights {
             config.retrieve.gnn.weights = Some(p.clone());
+        }
+        if let Some(n) = self.max_context_tokens {
+            config.retrieve.max_context_tokens = Some(n);
+        }
+        if self.no_context_budget {
+            config.retrieve.max_context_tokens = None;
+        }
+        if let Some(p) = &self.gate_model {
+            config.retrieve.gate_model = Some(p.clone());
+        }
+        if let Some(t) = self.gate_model_threshold {
+            config.retrieve.gate_model_threshold = Some(t);
         }
         if let Some(w) = self.gnn_weight {
             config.retrieve.gnn.weight = Some(w);

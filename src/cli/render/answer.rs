@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use myelin::retrieve::engine::Choice;
-use myelin::retrieve::{Explanation, Memory, Mode, Retrieval};
+use myelin::retrieve::{Explanation, Gate, Memory, Mode, Retrieval};
 
 use super::{json, table};
 
@@ -36,8 +36,10 @@ pub struct Answer<'a> {
     pub result: &'a Retrieval,
     /// With `--explain`, one per hit in score order; empty otherwise.
     pub explanations: &'a [Explanation],
-    /// τ_gate, for the modes that have a gate.
+    /// The threshold the gate rejects under, for the modes it can reject.
     pub threshold: Option<f32>,
+    /// Which gate.
+    pub gate: Gate,
     /// Time to embed the question.
     pub embed_ms: f64,
     /// Time to retrieve.
@@ -78,7 +80,8 @@ pub fn answer(a: &Answer<'_>, as_json: bool) -> anyhow::Result<()> {
             .collect();
         let out = serde_json::json!({
             "conversation": a.conversation, "question": a.question, "mode": mode.as_str(),
-            "rejected": result.rejected, "confidence": result.confidence, "gate_threshold": a.threshold,
+            "rejected": result.rejected, "confidence": result.confidence, "gate": a.gate.as_str(),
+            "gate_threshold": a.threshold,
             "episodes": if result.rejected { Vec::new() } else { hits },
             "anchors": result.anchors.iter().map(|&n| memory.node_name(n)).collect::<Vec<_>>(),
             "explain": explain, "query_embedding_ms": a.embed_ms, "retrieval_ms": a.retrieve_ms,
@@ -89,6 +92,9 @@ pub fn answer(a: &Answer<'_>, as_json: bool) -> anyhow::Result<()> {
     println!("{mode} · {} · {}", a.conversation, a.question);
     println!("{}", a.backend);
     let gate = match a.threshold {
+        Some(t) if a.gate == Gate::Learned => {
+            format!("confidence {:.3} (learned gate, threshold {t:.3})", result.confidence)
+        }
         Some(t) => format!("confidence {:.3} (τ_gate {t})", result.confidence),
         None => format!("top score {:.3} (no gate in this mode)", result.confidence),
     };

@@ -5,9 +5,11 @@
 
 use std::path::Path;
 
-use myelin::eval::plot::{Curve, Panel, recall_svg};
+use myelin::eval::gate::GateCrossValidation;
+use myelin::eval::plot::{Curve, Panel, Series, gate_svg, recall_svg};
 use myelin::eval::{GroupReport, Report};
 use myelin::gnn::relevance::Card;
+use myelin::knowing::GateModel;
 
 use super::{json, table};
 
@@ -15,6 +17,16 @@ use super::{json, table};
 /// with a warning where that GNN saw the conversations evaluated.
 pub fn eval_notes(report: &Report) {
     eprintln!("{}", report.backend);
+    if let Some(model) = &report.gate.model {
+        eprintln!("learned gate: {model}");
+        if !report.gate.seen.is_empty() {
+            eprintln!(
+                "warning: the learned gate was trained on {}: its figures there are not held out (train-gate \
+                 reports them cross-validated)",
+                report.gate.seen.join(", ")
+            );
+        }
+    }
     if let Some(g) = &report.gnn {
         eprintln!("synapse-gnn: {} ({} features, weight {})", g.weights, g.features.as_str(), g.weight);
         if !g.seen.is_empty() {
@@ -79,10 +91,13 @@ pub fn eval_report(report: &Report) {
         "R@30",
         "hit@10",
         "tokens",
+        "R handed",
+        "tokens handed",
         "τ_gate",
         "rejected adv.",
         "false refusals",
         "AUC",
+        "rej. at 1/3/5% refused",
         "p50 ms",
         "p95 ms",
     ]);
@@ -98,17 +113,22 @@ pub fn eval_report(report: &Report) {
             r(|g| g.recall_30),
             r(|g| g.hit_10),
             format!("{:.0}", m.context_tokens.mean),
+            r(|g| g.recall_handed),
+            format!("{:.0} ({:.1})", m.handed_tokens.mean, m.handed.mean),
             m.gate.threshold.map_or("-".to_string(), |t| format!("{t:.3}")),
             pct(m.gate.rejection_rate),
             pct(m.gate.false_refusal_rate),
             m.gate.auc.map_or("-".to_string(), |a| format!("{a:.3}")),
+            m.gate.at.iter().map(|p| format!("{:.0}", 100.0 * p.rejected)).collect::<Vec<_>>().join("/"),
             format!("{:.3}", m.latency_ms.p50),
             format!("{:.3}", m.latency_ms.p95),
         ]);
     }
+    let budget = report.max_context_tokens.map_or("no budget: all top-k".to_string(), |b| format!("budget {b} tokens"));
     println!(
-        "recall and hit over group {all} (%), context tokens ({}), gate, retrieval latency\n{t}",
-        report.tokenizer
+        "recall and hit over group {all} (%), context tokens ({}), recall and tokens (episodes) handed over \
+         ({budget}), {} gate, retrieval latency\n{t}",
+        report.tokenizer, report.gate.gate
     );
     let groups = report_groups(report);
     let mut t = table();
@@ -172,4 +192,72 @@ pub fn card(card: &Card, weights: &Path, card_file: &Path, as_json: bool) -> any
         card_file.display()
     );
     Ok(())
+}
+
+/// What `train-gate` prints: the cross-validated gate per data set and over all, then the
+/// model written (as JSON: both).
+pub fn gate_training(
+    report: &GateCrossValidation,
+    model: Option<(&GateModel, &Path)>,
+    as_json: bool,
+) -> anyhow::Result<()> {
+    if as_json {
+        return json(&serde_json::json!({ "cross_validation": report, "model": model.map(|m| m.0) }));
+    }
+    let mut t = table();
+    let mut header = vec!["questions".to_string(), "answerable".into(), "unanswerable".into(), "AUC".into()];
+    for p in report.all.at.iter() {
+        let l = 100.0 * p.max_false_refusal;
+        header.push(format!("rejected at ≤{l:.0}% refused"));
+        header.push(format!("refused (≤{l:.0}%)"));
+    }
+    t.set_header(header);
+    let rows = report.datasets.iter().map(|(n, f)| (n.as_str(), f)).chain([("all", &report.all)]);
+    for (name, f) in rows {
+        let mut row = vec![
+            name.to_string(),
+            f.answerable.to_string(),
+            f.unanswerable.to_string(),
+            f.auc.map_or("–".into(), |a| format!("{a:.3}")),
+        ];
+        for p in &f.at {
+            row.push(format!("{:.1}", 100.0 * p.rejected));
+            row.push(format!("{:.1}", 100.0 * p.refused));
+        }
+        t.add_row(row);
+    }
+    println!("learned gate, cross-validated by conversation ({} folds; nested thresholds):", report.conversations);
+    println!("{t}");
+    if let Some((m, path)) = model {
+        println!(
+            "trained on {} answerable and {} unanswerable questions in {} Newton steps; threshold {:.4} ({}); wrote {}",
+            m.training.answerable,
+            m.training.unanswerable,
+            m.training.steps,
+            m.threshold,
+            m.training.threshold_rule,
+            path.display()
+        );
+        let mut w = table();
+        w.set_header(["feature", "weight (standardised)"]);
+        for (name, weight) in m.feature_names.iter().zip(&m.weights) {
+            w.add_row([name.clone(), format!("{weight:+.3}")]);
+        }
+        println!("{w}");
+    }
+    Ok(())
+}
+
+/// The SVG of `train-gate`'s held-out rates against the threshold, two lines per data set.
+pub fn gate_plot(report: &GateCrossValidation) -> Result<String, String> {
+    let mut series = Vec::new();
+    for (name, f) in &report.datasets {
+        let line = |what: &str, pick: fn(&(f64, f64, f64)) -> f64| Series {
+            name: format!("{name}: {what}"),
+            points: f.curve.iter().map(|p| (p.0, pick(p))).collect(),
+        };
+        series.push(line(&format!("{} unanswerable rejected", f.unanswerable), |p| p.2));
+        series.push(line(&format!("{} answerable refused", f.answerable), |p| p.1));
+    }
+    gate_svg("learned gate, held out by conversation: rates against the threshold", &series)
 }

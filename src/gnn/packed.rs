@@ -1,0 +1,185 @@
+//! The learned relevance's forward pass for inference, written for the candidate subgraph's
+//! shape (about 45 nodes, 15 features, 128 wide): the weights read once out of candle's
+//! variables and stored transposed, so that every output row is a sum of contiguous weight
+//! rows the compiler vectorises; the mean aggregation over edge lists instead of a dense
+//! `n × n` product; only the relevance head. The same relevance as [`GraphSage::forward`]
+//! (which trains, in candle) to 1e-6, without candle's fixed cost per operation, which
+//! dominated at this size. Must not train.
+//!
+//! [`GraphSage::forward`]: super::model::GraphSage::forward
+
+use super::model::Weights;
+use crate::error::{Error, Result};
+
+/// One GraphSAGE layer, transposed: `own[k·out + j]` is the weight of input k in output j.
+#[derive(Debug, Clone)]
+struct Layer {
+    input: usize,
+    output: usize,
+    own: Vec<f32>,
+    neighbours: Vec<f32>,
+    bias: Vec<f32>,
+}
+
+impl Layer {
+    /// `h'` (`n × output`) of `h` (`n × input`): per node, relu(W_self·h + b + W_neigh·mean of
+    /// its in-neighbours' h), divided by its L2 norm (a zero row stays zero).
+    fn forward(&self, h: &[f32], incoming: &[Vec<u32>]) -> Vec<f32> {
+        let (input, output) = (self.input, self.output);
+        let n = incoming.len();
+        let mut out = vec![0.0f32; n * output];
+        let mut mean = vec![0.0f32; input];
+        for (i, row) in out.chunks_exact_mut(output).enumerate() {
+            row.copy_from_slice(&self.bias);
+            let own = &h[i * input..(i + 1) * input];
+            for (k, &x) in own.iter().enumerate() {
+                if x != 0.0 {
+                    axpy(row, x, &self.own[k * output..(k + 1) * output]);
+                }
+            }
+            if !incoming[i].is_empty() {
+                mean.iter_mut().for_each(|m| *m = 0.0);
+                let share = 1.0 / incoming[i].len() as f32;
+                for &j in &incoming[i] {
+                    axpy(&mut mean, share, &h[j as usize * input..(j as usize + 1) * input]);
+                }
+                for (k, &x) in mean.iter().enumerate() {
+                    if x != 0.0 {
+                        axpy(row, x, &self.neighbours[k * output..(k + 1) * output]);
+                    }
+                }
+            }
+            row.iter_mut().for_each(|z| *z = z.max(0.0));
+            let norm = row.iter().map(|z| z * z).sum::<f32>().sqrt().max(1e-12);
+            row.iter_mut().for_each(|z| *z /= norm);
+        }
+        out
+    }
+}
+
+/// `y += a·x`.
+#[inline]
+fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
+    for (y, x) in y.iter_mut().zip(x) {
+        *y += a * x;
+    }
+}
+
+/// The relevance half of a trained [`Weights`], ready for inference.
+#[derive(Debug, Clone)]
+pub struct Packed {
+    layers: [Layer; 2],
+    relevance: Vec<f32>,
+    relevance_bias: f32,
+}
+
+impl Packed {
+    /// Reads the variables of `weights` (`l1.*`, `l2.*`, `relevance.*`).
+    pub fn new(weights: &Weights) -> Result<Packed> {
+        let data = weights.varmap.data().lock().map_err(|_| Error::Model("GNN variables poisoned".into()))?;
+        let get = |name: &str| -> Result<(Vec<usize>, Vec<f32>)> {
+            let var = data.get(name).ok_or_else(|| Error::Model(format!("GNN weights lack '{name}'")))?;
+            let t = var.as_tensor();
+            Ok((t.dims().to_vec(), t.flatten_all()?.to_vec1::<f32>()?))
+        };
+        // candle's Linear stores `out × in`; the packed layer keeps `in × out`.
+        let transposed = |name: &str| -> Result<(usize, usize, Vec<f32>)> {
+            let (dims, w) = get(name)?;
+            let [output, input] = dims[..] else {
+                return Err(Error::Model(format!("GNN variable '{name}' is {dims:?}, not a matrix")));
+            };
+            let mut t = vec![0.0; w.len()];
+            for j in 0..output {
+                for k in 0..input {
+                    t[k * output + j] = w[j * input + k];
+                }
+            }
+            Ok((input, output, t))
+        };
+        let layer = |prefix: &str| -> Result<Layer> {
+            let (input, output, own) = transposed(&format!("{prefix}.self.weight"))?;
+            let (_, _, neighbours) = transposed(&format!("{prefix}.neigh.weight"))?;
+            let (_, bias) = get(&format!("{prefix}.self.bias"))?;
+            Ok(Layer { input, output, own, neighbours, bias })
+        };
+        let layers = [layer("l1")?, layer("l2")?];
+        let (_, relevance) = get("relevance.weight")?;
+        let (_, bias) = get("relevance.bias")?;
+        if relevance.len() != layers[1].output || bias.len() != 1 || layers[0].output != layers[1].input {
+            return Err(Error::Model("GNN weights of inconsistent shapes".into()));
+        }
+        Ok(Packed { layers, relevance, relevance_bias: bias[0] })
+    }
+
+    /// Relevance in [0, 1] of every node of a subgraph: `features` row-major (`n × input`),
+    /// directed `edges` (src, dst) between local ids. What `GraphSage::forward` followed by a
+    /// sigmoid gives.
+    pub fn relevance(&self, features: &[f32], edges: &[(u32, u32)]) -> Result<Vec<f32>> {
+        let input = self.layers[0].input;
+        if !features.len().is_multiple_of(input) {
+            return Err(Error::InvalidArgument(format!("{} feature values for {input} per node", features.len())));
+        }
+        let n = features.len() / input;
+        let mut incoming: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for &(s, d) in edges {
+            if s as usize >= n || d as usize >= n {
+                return Err(Error::InvalidArgument(format!("edge {s} → {d} outside the {n} nodes")));
+            }
+            incoming[d as usize].push(s);
+        }
+        let h = self.layers[0].forward(features, &incoming);
+        let h = self.layers[1].forward(&h, &incoming);
+        Ok(h.chunks_exact(self.relevance.len())
+            .map(|row| {
+                let z = self.relevance_bias + row.iter().zip(&self.relevance).map(|(x, w)| x * w).sum::<f32>();
+                1.0 / (1.0 + (-z).exp())
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gnn::model::{GnnShape, Subgraph};
+    use candle_core::Device;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Random weights, random subgraphs (duplicate edges and self-loops included): the
+        /// packed pass gives candle's relevance to 1e-6.
+        #[test]
+        fn the_packed_pass_is_candles_forward(
+            seed in 0u64..1000,
+            hidden in proptest::sample::select(vec![8usize, 32, 128]),
+            n in 1usize..60,
+            edges in proptest::collection::vec((0u32..60, 0u32..60), 0..200),
+            values in proptest::collection::vec(-2.0f32..2.0, 60 * 15),
+        ) {
+            let shape = GnnShape { input: 15, hidden };
+            let weights = Weights::init(shape, &Device::Cpu, seed).unwrap();
+            let edges: Vec<(u32, u32)> =
+                edges.into_iter().filter(|&(s, d)| (s as usize) < n && (d as usize) < n).collect();
+            let features = &values[..n * 15];
+            let g = Subgraph::new(features, 15, &edges, &Device::Cpu).unwrap();
+            let (logits, _) = weights.model.forward(&g).unwrap();
+            let expected: Vec<f32> = candle_nn::ops::sigmoid(&logits).unwrap().to_vec1().unwrap();
+            let got = Packed::new(&weights).unwrap().relevance(features, &edges).unwrap();
+            prop_assert_eq!(got.len(), expected.len());
+            for (g, e) in got.iter().zip(&expected) {
+                prop_assert!((g - e).abs() <= 1e-6 * e.abs().max(1.0), "{} vs {}", g, e);
+            }
+        }
+    }
+
+    #[test]
+    fn the_shipped_model_packs_and_refuses_bad_input() {
+        let shipped = crate::gnn::Relevance::shipped().unwrap();
+        let input = shipped.card.shape.input;
+        let packed = shipped.packed();
+        assert!(packed.relevance(&vec![0.5; input + 1], &[]).is_err());
+        assert!(packed.relevance(&vec![0.5; input * 2], &[(0, 5)]).unwrap_err().to_string().contains("outside"));
+        let r = packed.relevance(&vec![0.5; input * 2], &[(0, 1)]).unwrap();
+        assert!(r.len() == 2 && r.iter().all(|x| (0.0..=1.0).contains(x)));
+    }
+}
