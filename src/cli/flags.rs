@@ -170,6 +170,10 @@ pub struct EvalArgs {
     /// Draw recall@k against k per mode, one panel per group, to this SVG file.
     #[arg(long)]
     pub plot: Option<PathBuf>,
+    /// Draw the gate's two rates (adversarial rejected, answerable refused) against its
+    /// threshold, per mode whose confidences differ, to this SVG file.
+    #[arg(long)]
+    pub gate_plot: Option<PathBuf>,
     /// Write every reported question's result (gold turns; per mode the turns returned,
     /// recall@10, confidence, rejection) to this file, one JSON object per line.
     #[arg(long)]

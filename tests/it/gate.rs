@@ -91,6 +91,8 @@ fn train_gate_cross_validates_and_eval_reports_its_model() {
     // eval with the model: its name, the warning, and one verdict per question in every mode.
     let json = dir.path().join("eval.json");
     let json_arg = json.to_str().unwrap();
+    let gate_svg = dir.path().join("eval-gate.svg");
+    let gate_arg = gate_svg.to_str().unwrap();
     let args = [
         "eval",
         "locomo",
@@ -103,12 +105,16 @@ fn train_gate_cross_validates_and_eval_reports_its_model() {
         model_arg,
         "--json",
         json_arg,
+        "--gate-plot",
+        gate_arg,
     ];
     let out = crate::common::myelin(&store, &args);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains(model_arg) && stderr.contains("trained on conv-44"), "{stderr}");
     let eval = read_json(&json);
+    let drawn = std::fs::read_to_string(&gate_svg).expect("gate plot");
+    assert!(drawn.contains("all modes: adversarial rejected") && drawn.contains("learned gate"), "one curve for all");
     assert_eq!(eval["gate"]["gate"], "learned");
     let gates: Vec<&Value> = ["bm25", "synapse", "synapse-gnn"].iter().map(|m| &eval["modes"][m]["gate"]).collect();
     for g in &gates {

@@ -62,6 +62,10 @@ async fn eval(
         let svg = render::eval_plot(&report).map_err(|e| anyhow::anyhow!("drawing {}: {e}", path.display()))?;
         std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
     }
+    if let Some(path) = &args.gate_plot {
+        let svg = render::eval_gate_plot(&report).map_err(|e| anyhow::anyhow!("drawing {}: {e}", path.display()))?;
+        std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
+    }
     if let Some(path) = &args.per_question {
         let mut lines = String::new();
         for q in &report.per_question {

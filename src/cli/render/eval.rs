@@ -261,3 +261,34 @@ pub fn gate_plot(report: &GateCrossValidation) -> Result<String, String> {
     }
     gate_svg("learned gate, held out by conversation: rates against the threshold", &series)
 }
+
+/// The SVG of an evaluation's gate: both rates against the threshold, for each mode whose
+/// curve is not another's (under the learned gate every mode has the same, drawn once as "all
+/// modes").
+pub fn eval_gate_plot(report: &Report) -> Result<String, String> {
+    let mut curves: Vec<(Vec<String>, &Vec<(f64, f64, f64)>)> = Vec::new();
+    for name in &report.mode_order {
+        let curve = &report.modes[name].gate.curve;
+        match curves.iter_mut().find(|(_, c)| *c == curve) {
+            Some((names, _)) => names.push(name.clone()),
+            None => curves.push((vec![name.clone()], curve)),
+        }
+    }
+    let mut series = Vec::new();
+    for (names, curve) in curves {
+        let who = if names.len() == report.mode_order.len() && names.len() > 1 {
+            "all modes".into()
+        } else {
+            names.join(", ")
+        };
+        series.push(Series {
+            name: format!("{who}: adversarial rejected"),
+            points: curve.iter().map(|p| (p.0, p.2)).collect(),
+        });
+        series.push(Series {
+            name: format!("{who}: answerable refused"),
+            points: curve.iter().map(|p| (p.0, p.1)).collect(),
+        });
+    }
+    gate_svg(&format!("{}: the {} gate's rates against its threshold", report.dataset, report.gate.gate), &series)
+}
