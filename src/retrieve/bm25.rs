@@ -180,6 +180,11 @@ impl Bm25Index {
         out
     }
 
+    /// The idf of a term no document holds: the largest any term can have in this index.
+    pub fn largest_idf(&self) -> f32 {
+        idf(self.len() as f32, 0.0)
+    }
+
     /// The non-zero scores of [`Bm25Index::score_into`] as (document, score), ascending
     /// document: the same sums, in the same order, without a dense vector.
     pub fn score_sparse(&self, query_terms: &[String]) -> Vec<(u32, f32)> {

@@ -32,9 +32,14 @@ impl Memory {
     /// activation gate never rejects a baseline's result).
     pub fn rejection_threshold(&self, mode: Mode) -> Result<Option<f32>> {
         Ok(match self.config.gate {
-            Gate::Learned => Some(self.config.gate_model_threshold.unwrap_or(self.gate_model()?.threshold as f32)),
+            Gate::Learned => Some(self.learned_threshold(self.gate_model()?) as f32),
             Gate::Activation => mode.is_synapse().then_some(self.config.gate_threshold),
         })
+    }
+
+    /// The learned gate's threshold: the setting's, else the model's own.
+    fn learned_threshold(&self, model: &GateModel) -> f64 {
+        self.config.gate_model_threshold.map_or(model.threshold, f64::from)
     }
 
     /// The learned gate's verdict on a result, when the settings choose it (`None`
@@ -52,9 +57,8 @@ impl Memory {
             return Ok(Some((known.confidence, known.rejected)));
         }
         let model = self.gate_model()?;
-        let threshold = self.config.gate_model_threshold.map_or(model.threshold, f64::from);
         let confidence = model.confidence(&self.knowing_features(query, r));
-        Ok(Some((confidence, (confidence as f64) < threshold)))
+        Ok(Some((confidence, (confidence as f64) < self.learned_threshold(model))))
     }
 
     /// Applies the speaker check to the confidence and, in synapse modes, the threshold.
@@ -214,8 +218,7 @@ impl Memory {
             _ => 0.0,
         };
         let missing_best = best.first().map_or(1.0, |&(e, _)| {
-            let n = self.bm25.len() as f32;
-            let largest = (1.0 + (n + 0.5) / 0.5).ln();
+            let largest = self.bm25.largest_idf();
             let missing = max_of(&mut terms.iter().filter(|t| !holds(t.1, node_of(e))).map(|t| t.0));
             if largest > 0.0 { missing / largest } else { 0.0 }
         });
