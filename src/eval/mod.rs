@@ -482,23 +482,23 @@ pub async fn evaluate(
     let index = if engine.choice().backend == Backend::Cpu { index_use(engine.memories(), &refs) } else { None };
     let mut batched = BTreeMap::new();
     for &mode in &options.modes {
-        let outcome = |m: usize, r: &Retrieval, millis: f64| {
+        let outcome = |m: usize, r: &Retrieval, millis: f64| -> Result<Outcome> {
             let hit_tokens: Vec<usize> = r.hits.iter().map(|h| tokens_of[m][h.episode as usize]).collect();
             let tokens = hit_tokens.iter().sum();
-            let handed = r.within_budget(config.max_context_tokens, &hit_tokens);
+            let handed = r.within_budget(config.max_context_tokens, hit_tokens.iter().map(|&t| Ok(t)))?;
             let handed_tokens = hit_tokens[..handed].iter().sum();
             // Ranked by turn: a passage stands for the turn evidence names.
             let turns = engine.memories()[m].turns();
             let ranked: Vec<u32> = r.hits.iter().map(|h| turns[h.episode as usize]).collect();
             let via = r.hits.iter().map(|h| h.node).collect();
-            Outcome { ranked, via, confidence: r.confidence as f64, millis, tokens, handed, handed_tokens }
+            Ok(Outcome { ranked, via, confidence: r.confidence as f64, millis, tokens, handed, handed_tokens })
         };
         if engine.choice().backend == Backend::Gpu && mode.is_synapse() && !refs.is_empty() {
             let t0 = Instant::now();
             let (results, report) = engine.retrieve_batch(&refs, mode)?;
             let millis = t0.elapsed().as_secs_f64() * 1e3 / refs.len() as f64;
             for ((item, r), &(m, _)) in items.iter_mut().zip(&results).zip(&refs) {
-                item.outcomes.push(outcome(m, r, millis));
+                item.outcomes.push(outcome(m, r, millis)?);
             }
             batched.insert(mode.as_str().to_string(), report);
         } else {
@@ -506,7 +506,7 @@ pub async fn evaluate(
                 let t0 = Instant::now();
                 let r = engine.memories()[m].retrieve(q, mode)?;
                 let millis = t0.elapsed().as_secs_f64() * 1e3;
-                item.outcomes.push(outcome(m, &r, millis));
+                item.outcomes.push(outcome(m, &r, millis)?);
             }
         }
     }

@@ -60,15 +60,10 @@ impl Memory {
     /// counted by `count` (the embedder's tokenizer, `Embedder::token_count`, as `eval`
     /// counts context).
     pub fn hand_over(&self, mut r: Retrieval, count: impl Fn(&str) -> Result<usize>) -> Result<Retrieval> {
-        if self.config.max_context_tokens.is_none() {
-            return Ok(r);
-        }
-        let tokens = r
-            .hits
-            .iter()
-            .map(|h| count(&self.episodes[h.episode as usize].embedding_text()))
-            .collect::<Result<Vec<_>>>()?;
-        r.hits.truncate(r.within_budget(self.config.max_context_tokens, &tokens));
+        // Counted lazily: the episodes after the first that does not fit are never tokenised.
+        let tokens = r.hits.iter().map(|h| count(&self.episodes[h.episode as usize].embedding_text()));
+        let handed = r.within_budget(self.config.max_context_tokens, tokens)?;
+        r.hits.truncate(handed);
         Ok(r)
     }
 
@@ -79,21 +74,24 @@ impl Memory {
 }
 
 impl Retrieval {
-    /// How many of the best hits a budget of `max_tokens` hands over (`tokens[i]`: hit i's
-    /// tokens): the longest run from the best, in score order, whose tokens fit, and at least
-    /// one; every hit without a budget.
-    pub fn within_budget(&self, max_tokens: Option<usize>, tokens: &[usize]) -> usize {
-        let Some(budget) = max_tokens else { return self.hits.len() };
-        let mut used = 0;
-        let fitting = tokens
-            .iter()
-            .take(self.hits.len())
-            .take_while(|&&t| {
-                used += t;
-                used <= budget
-            })
-            .count();
-        fitting.max(1).min(self.hits.len())
+    /// How many of the best hits a budget of `max_tokens` hands over (`tokens` yields hit i's
+    /// tokens i-th, and is read only as far as the run goes): the longest run from the best, in
+    /// score order, whose tokens fit, and at least one; every hit without a budget.
+    pub fn within_budget(
+        &self,
+        max_tokens: Option<usize>,
+        tokens: impl IntoIterator<Item = Result<usize>>,
+    ) -> Result<usize> {
+        let Some(budget) = max_tokens else { return Ok(self.hits.len()) };
+        let (mut used, mut fitting) = (0, 0);
+        for t in tokens.into_iter().take(self.hits.len()) {
+            used += t?;
+            if used > budget {
+                break;
+            }
+            fitting += 1;
+        }
+        Ok(fitting.max(1).min(self.hits.len()))
     }
 }
 
@@ -115,13 +113,19 @@ mod tests {
             rejected: false,
             anchors: vec![],
         };
-        let tokens = &[300, 500, 100, 50, 900];
-        assert_eq!(r.within_budget(None, tokens), 5);
-        assert_eq!(r.within_budget(Some(1000), tokens), 4, "300 + 500 + 100 + 50; the 900 does not fit");
-        assert_eq!(r.within_budget(Some(850), tokens), 2, "the 100 would fit alone but the run stops at it");
-        assert_eq!(r.within_budget(Some(800), tokens), 2);
-        assert_eq!(r.within_budget(Some(10), tokens), 1, "the best hit even when it alone is over");
-        let empty = Retrieval { hits: vec![], ..r };
-        assert_eq!(empty.within_budget(Some(10), tokens), 0);
+        let tokens = || [300, 500, 100, 50, 900].map(Ok);
+        assert_eq!(r.within_budget(None, tokens()).unwrap(), 5);
+        assert_eq!(r.within_budget(Some(1000), tokens()).unwrap(), 4, "300 + 500 + 100 + 50; the 900 does not fit");
+        assert_eq!(r.within_budget(Some(850), tokens()).unwrap(), 2, "the 100 would fit alone but the run stops at it");
+        assert_eq!(r.within_budget(Some(800), tokens()).unwrap(), 2);
+        assert_eq!(r.within_budget(Some(10), tokens()).unwrap(), 1, "the best hit even when it alone is over");
+        let empty = Retrieval { hits: vec![], ..r.clone() };
+        assert_eq!(empty.within_budget(Some(10), tokens()).unwrap(), 0);
+        // Only the run is read: a count that fails past the first hit over the budget is
+        // never asked for; one inside the run is an error.
+        let failing =
+            |at: usize| (0..5).map(move |i| if i == at { Err(Error::Tokenizer("x".into())) } else { Ok(300) });
+        assert_eq!(r.within_budget(Some(650), failing(3)).unwrap(), 2);
+        assert!(r.within_budget(Some(650), failing(1)).is_err());
     }
 }
