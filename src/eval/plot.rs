@@ -240,11 +240,12 @@ where
     Ok(())
 }
 
-/// One line of a timing plot: (graph nodes, ms per query) points.
+/// One line of a timing plot ((graph nodes, ms per query) points) or of a gate plot ((τ,
+/// share) points).
 pub struct Series {
     /// Legend name ("cpu, batch 1").
     pub name: String,
-    /// (nodes, ms) points, nodes increasing.
+    /// (x, y) points, x increasing.
     pub points: Vec<(f64, f64)>,
 }
 
@@ -281,29 +282,47 @@ pub fn timing_svg(title: &str, series: &[Series]) -> std::result::Result<String,
             .label_style(("sans-serif", TICK_FONT))
             .draw()
             .map_err(fail)?;
-        for (i, s) in series.iter().enumerate() {
-            let c = colour(i);
-            let points: Vec<(f64, f64)> = s.points.iter().copied().filter(|p| p.0 > 0.0 && p.1 > 0.0).collect();
-            chart
-                .draw_series(LineSeries::new(points.clone(), c.stroke_width(LINE_WIDTH)))
-                .map_err(fail)?
-                .label(s.name.clone())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + SWATCH_W, y)], c.stroke_width(LINE_WIDTH + 2))
-                });
-            chart.draw_series(points.iter().map(|&p| Circle::new(p, MARKER_RADIUS, c.filled()))).map_err(fail)?;
-        }
-        chart
-            .configure_series_labels()
-            .label_font(("sans-serif", LEGEND_FONT))
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperLeft)
-            .draw()
-            .map_err(fail)?;
+        // Log axes: only positive points can be drawn.
+        let positive = |p: &(f64, f64)| p.0 > 0.0 && p.1 > 0.0;
+        draw_lines(&mut chart, series, &positive, true)?;
         root.present().map_err(fail)?;
     }
     Ok(svg)
+}
+
+/// Draws each series' `keep` points as a line in its palette colour (with a marker at every
+/// point when `markers`) and the legend, top left: what the timing and gate plots share.
+fn draw_lines<'a, DB, X, Y>(
+    chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+    series: &[Series],
+    keep: &dyn Fn(&(f64, f64)) -> bool,
+    markers: bool,
+) -> std::result::Result<(), String>
+where
+    DB: DrawingBackend + 'a,
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    for (i, s) in series.iter().enumerate() {
+        let c = colour(i);
+        let points: Vec<(f64, f64)> = s.points.iter().copied().filter(|p| keep(p)).collect();
+        chart
+            .draw_series(LineSeries::new(points.clone(), c.stroke_width(LINE_WIDTH)))
+            .map_err(fail)?
+            .label(s.name.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + SWATCH_W, y)], c.stroke_width(LINE_WIDTH + 2)));
+        if markers {
+            chart.draw_series(points.iter().map(|&p| Circle::new(p, MARKER_RADIUS, c.filled()))).map_err(fail)?;
+        }
+    }
+    chart
+        .configure_series_labels()
+        .label_font(("sans-serif", LEGEND_FONT))
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()
+        .map_err(fail)
 }
 
 /// The gate's two rates against its threshold τ (both axes linear, in [0, 1]): one line per
@@ -334,24 +353,7 @@ pub fn gate_svg(title: &str, series: &[Series]) -> std::result::Result<String, S
             .label_style(("sans-serif", TICK_FONT))
             .draw()
             .map_err(fail)?;
-        for (i, s) in series.iter().enumerate() {
-            let c = colour(i);
-            chart
-                .draw_series(LineSeries::new(s.points.clone(), c.stroke_width(LINE_WIDTH)))
-                .map_err(fail)?
-                .label(s.name.clone())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + SWATCH_W, y)], c.stroke_width(LINE_WIDTH + 2))
-                });
-        }
-        chart
-            .configure_series_labels()
-            .label_font(("sans-serif", LEGEND_FONT))
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperLeft)
-            .draw()
-            .map_err(fail)?;
+        draw_lines(&mut chart, series, &|_| true, false)?;
         root.present().map_err(fail)?;
     }
     Ok(svg)
