@@ -252,12 +252,11 @@ pub fn gate_training(
 pub fn gate_plot(report: &GateCrossValidation) -> Result<String, String> {
     let mut series = Vec::new();
     for (name, f) in &report.datasets {
-        let line = |what: &str, pick: fn(&(f64, f64, f64)) -> f64| Series {
-            name: format!("{name}: {what}"),
-            points: f.curve.iter().map(|p| (p.0, pick(p))).collect(),
-        };
-        series.push(line(&format!("{} unanswerable rejected", f.unanswerable), |p| p.2));
-        series.push(line(&format!("{} answerable refused", f.answerable), |p| p.1));
+        series.extend(rate_lines(
+            format!("{name}: {} unanswerable rejected", f.unanswerable),
+            format!("{name}: {} answerable refused", f.answerable),
+            &f.curve,
+        ));
     }
     gate_svg("learned gate, held out by conversation: rates against the threshold", &series)
 }
@@ -266,29 +265,33 @@ pub fn gate_plot(report: &GateCrossValidation) -> Result<String, String> {
 /// curve is not another's (under the learned gate every mode has the same, drawn once as "all
 /// modes").
 pub fn eval_gate_plot(report: &Report) -> Result<String, String> {
-    let mut curves: Vec<(Vec<String>, &Vec<(f64, f64, f64)>)> = Vec::new();
+    let curve = |name: &String| &report.modes[name].gate.curve;
+    // Modes grouped by their curve, in report order.
+    let mut groups: Vec<Vec<String>> = Vec::new();
     for name in &report.mode_order {
-        let curve = &report.modes[name].gate.curve;
-        match curves.iter_mut().find(|(_, c)| *c == curve) {
-            Some((names, _)) => names.push(name.clone()),
-            None => curves.push((vec![name.clone()], curve)),
+        match groups.iter_mut().find(|g| curve(&g[0]) == curve(name)) {
+            Some(names) => names.push(name.clone()),
+            None => groups.push(vec![name.clone()]),
         }
     }
     let mut series = Vec::new();
-    for (names, curve) in curves {
+    for names in groups {
         let who = if names.len() == report.mode_order.len() && names.len() > 1 {
             "all modes".into()
         } else {
             names.join(", ")
         };
-        series.push(Series {
-            name: format!("{who}: adversarial rejected"),
-            points: curve.iter().map(|p| (p.0, p.2)).collect(),
-        });
-        series.push(Series {
-            name: format!("{who}: answerable refused"),
-            points: curve.iter().map(|p| (p.0, p.1)).collect(),
-        });
+        let points = curve(&names[0]);
+        series.extend(rate_lines(format!("{who}: adversarial rejected"), format!("{who}: answerable refused"), points));
     }
     gate_svg(&format!("{}: the {} gate's rates against its threshold", report.dataset, report.gate.gate), &series)
+}
+
+/// A gate curve's two lines, (τ, refused, rejected) points: the rejected share, then the
+/// refused share, named as given.
+fn rate_lines(rejected: String, refused: String, curve: &[(f64, f64, f64)]) -> [Series; 2] {
+    [
+        Series { name: rejected, points: curve.iter().map(|p| (p.0, p.2)).collect() },
+        Series { name: refused, points: curve.iter().map(|p| (p.0, p.1)).collect() },
+    ]
 }
