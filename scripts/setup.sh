@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Prepares a fresh Debian/Ubuntu machine: system packages the build and tests need (protoc for
-# Lance, Mesa's software Vulkan for the GPU kernels' tests), then the embedding model.
+# Lance, Mesa's software Vulkan for the GPU kernels' tests, Python's venv for the clients'
+# environment), then the embedding model.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-wanted=(protobuf-compiler mesa-vulkan-drivers libvulkan1)
+wanted=(protobuf-compiler mesa-vulkan-drivers libvulkan1 python3-venv)
 python3 -m pip --version >/dev/null 2>&1 || wanted+=(python3-pip)
 missing=()
 for p in "${wanted[@]}"; do

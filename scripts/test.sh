@@ -4,12 +4,15 @@
 # optimised: see Cargo.toml), in cargo's target directory or $CARGO_TARGET_DIR (CI keeps one
 # outside the clone).
 # Tests that need the public data sets read $MYELIN_DATASETS (default: ../shared/datasets
-# when it exists); without it they say they are skipped.
+# when it exists); without it they say they are skipped. Tests of Python clients run
+# $MYELIN_PYTHON (default: the environment scripts/python-clients.sh makes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 if [ -z "${MYELIN_DATASETS:-}" ] && [ -d ../shared/datasets ]; then
   export MYELIN_DATASETS="$(cd ../shared/datasets && pwd)"
 fi
+# The Python clients the tests drive (LanceDB), in an environment outside the clone.
+export MYELIN_PYTHON="${MYELIN_PYTHON:-$(scripts/python-clients.sh)}"
 export PROPTEST_CASES="${PROPTEST_CASES:-64}"
 cargo test --locked --no-fail-fast "$@"

@@ -75,6 +75,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::ScaleHistory(args) => cmd::scale_history::run(args, config, &g),
         Command::IndexBench(args) => cmd::index_bench::run(args, config, &g),
         Command::EmbedBench(args) => cmd::embed_bench::run(args, config, &g),
+        Command::PeerInputs(args) => cmd::peer_inputs::run(args, config, &g),
     }
 }
 

@@ -102,6 +102,11 @@ pub enum Command {
     IndexBench(IndexBenchArgs),
     /// Time the embedder on a file of sentences (one per line).
     EmbedBench(EmbedBenchArgs),
+    /// Write what a peer engine is given to answer a data set's questions as `eval` asks them:
+    /// `turns.jsonl` (each episode's id, the text BM25 indexes, its embedding) and
+    /// `questions.jsonl` (each question with its query embedding); `eval --peer` reads the
+    /// answers back (`scripts/eval-peer.sh` runs LanceDB).
+    PeerInputs(PeerInputsArgs),
 }
 
 // The arguments of each command. (No doc comments on these structs: the variant's doc is the
@@ -178,6 +183,26 @@ pub struct EvalArgs {
     /// recall@10, confidence, rejection) to this file, one JSON object per line.
     #[arg(long)]
     pub per_question: Option<PathBuf>,
+    /// A peer's answers to the questions of `myelin peer-inputs` (one JSON object per line:
+    /// mode, conversation, question, returned episode ids best first, ms), scored beside the
+    /// modes as columns of their own; repeatable.
+    #[arg(long)]
+    pub peer: Vec<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct PeerInputsArgs {
+    /// `locomo FILE` or `beam DIR`.
+    #[arg(value_parser = ["locomo", "beam"])]
+    pub dataset: String,
+    /// The LoCoMo file or BEAM directory; conversations not yet in the store are ingested.
+    pub path: PathBuf,
+    /// Only these conversations (comma-separated ids) [default: all of the input].
+    #[arg(long, value_delimiter = ',')]
+    pub conversations: Vec<String>,
+    /// Directory to write `turns.jsonl` and `questions.jsonl` to (made if missing).
+    #[arg(long)]
+    pub out: PathBuf,
 }
 
 #[derive(Args, Debug)]

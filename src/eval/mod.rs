@@ -2,11 +2,13 @@
 //! modes and measures evidence recall@k (on the score order), hit@k, context size, the gate
 //! (rejection of adversarial questions, false refusals, ROC AUC of the confidence, optional
 //! calibration of τ_gate) and retrieval latency. Produces a [`Report`] (a stable JSON
-//! interface) that the binary prints as tables and can draw with [`plot`].
+//! interface) that the binary prints as tables and can draw with [`plot`]. A peer's answers
+//! to the same questions ([`peer`]) are scored beside the modes by the same code.
 //!
 //! This module must not ingest (the caller stores conversations first) nor print.
 
 pub mod gate;
+pub mod peer;
 pub mod plot;
 pub mod rates;
 
@@ -28,6 +30,7 @@ use crate::retrieve::bm25::Analyzer;
 use crate::retrieve::engine::{BatchReport, Choice, Engine};
 use crate::retrieve::{Gate, Memory, Mode, Query, Retrieval};
 use crate::store::Store;
+use peer::{PeerQuestion, PeerRuns, PeerTurn};
 pub use rates::auc;
 
 /// The k of the reported recall@k.
@@ -47,11 +50,20 @@ pub struct EvalOptions {
     pub max_false_refusal: f64,
     /// Keep every question's result in [`Report::per_question`].
     pub per_question: bool,
+    /// A peer's answers to the same questions, reported after the modes as columns of their
+    /// own (no gate: a peer gives no confidence).
+    pub peers: PeerRuns,
 }
 
 impl Default for EvalOptions {
     fn default() -> Self {
-        EvalOptions { modes: Mode::ALL.to_vec(), calibrate: false, max_false_refusal: 0.03, per_question: false }
+        EvalOptions {
+            modes: Mode::ALL.to_vec(),
+            calibrate: false,
+            max_false_refusal: 0.03,
+            per_question: false,
+            peers: PeerRuns::default(),
+        }
     }
 }
 
@@ -83,7 +95,7 @@ pub struct GroupReport {
 }
 
 /// The uncertainty gate of one mode.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct GateReport {
     /// τ_gate used (null for a baseline without calibration: it has no gate).
     pub threshold: Option<f64>,
@@ -219,13 +231,13 @@ pub struct QuestionOutcome {
     /// Turn ids returned, best first.
     pub returned: Vec<String>,
     /// What brought each: the turn id of the episode (`<turn>#<k>` for a later passage), or
-    /// `concept:<label>` for a concept standing in for it.
+    /// `concept:<label>` for a concept standing in for it (empty for a peer).
     pub via: Vec<String>,
     /// Fraction of the gold turns among the first 10 returned (null without gold).
     #[serde(rename = "recall@10")]
     pub recall_10: Option<f64>,
-    /// The gate's signal.
-    pub confidence: f64,
+    /// The gate's signal (null for a peer, which gives none).
+    pub confidence: Option<f64>,
     /// Whether the mode's gate (when it has one) rejects the question.
     pub rejected: Option<bool>,
 }
@@ -281,7 +293,8 @@ struct Outcome {
     ranked: Vec<u32>,
     /// The node that brought each returned episode.
     via: Vec<u32>,
-    confidence: f64,
+    /// The gate's signal; none for a peer.
+    confidence: Option<f64>,
     millis: f64,
     tokens: usize,
     /// Episodes the context budget hands over (the first of `ranked`), and their tokens.
@@ -379,6 +392,18 @@ pub async fn load(
     }
     progress.finish_and_clear();
     Ok(loaded)
+}
+
+/// What a peer is given for `loaded`'s questions ([`peer`]'s formats): every memory's
+/// episodes, and every question with the query embedding the modes get.
+pub fn peer_inputs(loaded: &Loaded) -> (Vec<PeerTurn>, Vec<PeerQuestion>) {
+    let turns = loaded.memories.iter().flat_map(peer::turns).collect();
+    let questions = loaded
+        .questions
+        .iter()
+        .map(|q| peer::question(loaded.memories[q.memory].conversation(), &q.id, &q.query))
+        .collect();
+    (turns, questions)
 }
 
 /// Training examples for the learned relevance: every answerable question with evidence, its
@@ -481,17 +506,23 @@ pub async fn evaluate(
     let refs: Vec<(usize, &Query)> = requests.iter().map(|(m, q)| (*m, q)).collect();
     let index = if engine.choice().backend == Backend::Cpu { index_use(engine.memories(), &refs) } else { None };
     let mut batched = BTreeMap::new();
+    // What memory `m` returned (episodes best first) makes of one question; the budget cuts it
+    // as it cuts every search.
+    let returned = |m: usize, episodes: &[u32], via: Vec<u32>, confidence: Option<f64>, millis: f64| {
+        let hit_tokens: Vec<usize> = episodes.iter().map(|&e| tokens_of[m][e as usize]).collect();
+        let tokens = hit_tokens.iter().sum();
+        let handed =
+            Retrieval::budget_run(episodes.len(), config.max_context_tokens, hit_tokens.iter().map(|&t| Ok(t)))?;
+        let handed_tokens = hit_tokens[..handed].iter().sum();
+        // Ranked by turn: a passage stands for the turn evidence names.
+        let turns = engine.memories()[m].turns();
+        let ranked: Vec<u32> = episodes.iter().map(|&e| turns[e as usize]).collect();
+        Ok::<_, Error>(Outcome { ranked, via, confidence, millis, tokens, handed, handed_tokens })
+    };
     for &mode in &options.modes {
         let outcome = |m: usize, r: &Retrieval, millis: f64| -> Result<Outcome> {
-            let hit_tokens: Vec<usize> = r.hits.iter().map(|h| tokens_of[m][h.episode as usize]).collect();
-            let tokens = hit_tokens.iter().sum();
-            let handed = r.within_budget(config.max_context_tokens, hit_tokens.iter().map(|&t| Ok(t)))?;
-            let handed_tokens = hit_tokens[..handed].iter().sum();
-            // Ranked by turn: a passage stands for the turn evidence names.
-            let turns = engine.memories()[m].turns();
-            let ranked: Vec<u32> = r.hits.iter().map(|h| turns[h.episode as usize]).collect();
-            let via = r.hits.iter().map(|h| h.node).collect();
-            Ok(Outcome { ranked, via, confidence: r.confidence as f64, millis, tokens, handed, handed_tokens })
+            let episodes: Vec<u32> = r.hits.iter().map(|h| h.episode).collect();
+            returned(m, &episodes, r.hits.iter().map(|h| h.node).collect(), Some(r.confidence as f64), millis)
         };
         if engine.choice().backend == Backend::Gpu && mode.is_synapse() && !refs.is_empty() {
             let t0 = Instant::now();
@@ -510,6 +541,21 @@ pub async fn evaluate(
             }
         }
     }
+    let episode_ids: Vec<HashMap<&str, u32>> = engine
+        .memories()
+        .iter()
+        .map(|m| m.episodes().iter().enumerate().map(|(i, e)| (e.turn_id.as_str(), i as u32)).collect())
+        .collect();
+    for k in 0..options.peers.runs.len() {
+        for item in items.iter_mut() {
+            let memory = &engine.memories()[item.memory];
+            let (episodes, millis) =
+                options.peers.episodes(k, memory, &episode_ids[item.memory], &item.id, config.top_k)?;
+            item.outcomes.push(returned(item.memory, &episodes, Vec::new(), None, millis)?);
+        }
+    }
+    let mut columns: Vec<String> = options.modes.iter().map(|m| m.as_str().to_string()).collect();
+    columns.extend(options.peers.runs.iter().map(|(name, _)| name.clone()));
     let (calibration, reported): (Vec<&Item>, Vec<&Item>) = items.iter().partition(|i| i.calibration);
     let mut modes = BTreeMap::new();
     let mut thresholds = Vec::with_capacity(options.modes.len());
@@ -529,8 +575,15 @@ pub async fn evaluate(
         report.gpu_batch = batched.remove(mode.as_str());
         modes.insert(mode.as_str().to_string(), report);
     }
+    for (m, name) in columns.iter().enumerate().skip(options.modes.len()) {
+        if modes.contains_key(name) {
+            return Err(Error::InvalidArgument(format!("peer mode {name} is named twice")));
+        }
+        thresholds.push(None);
+        modes.insert(name.clone(), mode_report(&reported, m, None, config.top_k));
+    }
     let per_question = if options.per_question {
-        reported.iter().map(|item| question_result(item, engine.memories(), &options.modes, &thresholds)).collect()
+        reported.iter().map(|item| question_result(item, engine.memories(), &columns, &thresholds)).collect()
     } else {
         Vec::new()
     };
@@ -545,7 +598,7 @@ pub async fn evaluate(
         query_embedding_ms: latency(&mut embed_ms),
         backend: engine.choice().clone(),
         modes,
-        mode_order: options.modes.iter().map(|m| m.as_str().to_string()).collect(),
+        mode_order: columns,
         gnn,
         gate: gate_use,
         index,
@@ -554,10 +607,10 @@ pub async fn evaluate(
 }
 
 /// One reported question's result in every mode, by turn id.
-fn question_result(item: &Item, memories: &[Memory], modes: &[Mode], thresholds: &[Option<f64>]) -> QuestionResult {
+fn question_result(item: &Item, memories: &[Memory], columns: &[String], thresholds: &[Option<f64>]) -> QuestionResult {
     let memory = &memories[item.memory];
     let turn = |e: &u32| memory.episodes()[*e as usize].turn_id.clone();
-    let modes = modes
+    let modes = columns
         .iter()
         .zip(&item.outcomes)
         .zip(thresholds)
@@ -570,9 +623,9 @@ fn question_result(item: &Item, memories: &[Memory], modes: &[Mode], thresholds:
                     found as f64 / item.gold.len() as f64
                 }),
                 confidence: o.confidence,
-                rejected: threshold.map(|t| o.confidence < t),
+                rejected: threshold.zip(o.confidence).map(|(t, c)| c < t),
             };
-            (mode.as_str().to_string(), outcome)
+            (mode.clone(), outcome)
         })
         .collect();
     QuestionResult {
@@ -622,8 +675,7 @@ pub fn in_calibration_split(conversation: &str, question: &str) -> bool {
 /// The threshold rejecting the most adversarial questions of the split while refusing at
 /// most `max_false_refusal` of its answerable ones (the lowest such threshold on ties).
 fn calibrate(items: &[&Item], m: usize, max_false_refusal: f64) -> Option<f64> {
-    let adversarial: Vec<f64> = items.iter().filter(|i| i.adversarial).map(|i| i.outcomes[m].confidence).collect();
-    let answerable: Vec<f64> = items.iter().filter(|i| !i.adversarial).map(|i| i.outcomes[m].confidence).collect();
+    let (answerable, adversarial) = confidences(items, m)?;
     if adversarial.is_empty() || answerable.is_empty() {
         return None;
     }
@@ -645,8 +697,43 @@ fn calibrate(items: &[&Item], m: usize, max_false_refusal: f64) -> Option<f64> {
     best.map(|(_, t)| t)
 }
 
+/// Mode `m`'s confidences of the answerable and of the adversarial questions of `items`; none
+/// for a column without a gate (a peer).
+fn confidences(items: &[&Item], m: usize) -> Option<(Vec<f64>, Vec<f64>)> {
+    let of = |adversarial: bool| -> Option<Vec<f64>> {
+        items.iter().filter(|i| i.adversarial == adversarial).map(|i| i.outcomes[m].confidence).collect()
+    };
+    Some((of(false)?, of(true)?))
+}
+
 fn next_up(x: f64) -> f64 {
     if x.is_finite() { x + x.abs().max(1e-12) * 1e-9 } else { x }
+}
+
+/// The gate's figures for these confidences, rejecting below `threshold`.
+fn gate_report(answerable: &[f64], adversarial: &[f64], threshold: Option<f64>) -> GateReport {
+    let rate =
+        |xs: &[f64], t: f64| (!xs.is_empty()).then(|| xs.iter().filter(|&&x| x < t).count() as f64 / xs.len() as f64);
+    GateReport {
+        threshold,
+        rejection_rate: threshold.and_then(|t| rate(adversarial, t)),
+        false_refusal_rate: threshold.and_then(|t| rate(answerable, t)),
+        auc: auc(answerable, adversarial),
+        adversarial: adversarial.len(),
+        answerable: answerable.len(),
+        at: rates::GATE_LIMITS
+            .iter()
+            .map(|&limit| {
+                let t = crate::knowing::threshold_for(answerable, limit);
+                rates::OperatingPoint {
+                    max_false_refusal: limit,
+                    refused: rate(answerable, t).unwrap_or(0.0),
+                    rejected: rate(adversarial, t).unwrap_or(0.0),
+                }
+            })
+            .collect(),
+        curve: rates::rates_by_threshold(answerable, adversarial),
+    }
 }
 
 fn mode_report(items: &[&Item], m: usize, threshold: Option<f64>, top_k: usize) -> ModeReport {
@@ -656,30 +743,9 @@ fn mode_report(items: &[&Item], m: usize, threshold: Option<f64>, top_k: usize) 
         by_group.entry(ANSWERABLE_GROUP.to_string()).or_default().push(item);
     }
     let groups = by_group.into_iter().map(|(g, list)| (g, group_report(&list, m, top_k))).collect();
-    let adversarial: Vec<f64> = items.iter().filter(|i| i.adversarial).map(|i| i.outcomes[m].confidence).collect();
-    let answerable: Vec<f64> = items.iter().filter(|i| !i.adversarial).map(|i| i.outcomes[m].confidence).collect();
-    let rate =
-        |xs: &[f64], t: f64| (!xs.is_empty()).then(|| xs.iter().filter(|&&x| x < t).count() as f64 / xs.len() as f64);
-    let gate = GateReport {
-        threshold,
-        rejection_rate: threshold.and_then(|t| rate(&adversarial, t)),
-        false_refusal_rate: threshold.and_then(|t| rate(&answerable, t)),
-        auc: auc(&answerable, &adversarial),
-        adversarial: adversarial.len(),
-        answerable: answerable.len(),
-        at: rates::GATE_LIMITS
-            .iter()
-            .map(|&limit| {
-                let t = crate::knowing::threshold_for(&answerable, limit);
-                rates::OperatingPoint {
-                    max_false_refusal: limit,
-                    refused: rate(&answerable, t).unwrap_or(0.0),
-                    rejected: rate(&adversarial, t).unwrap_or(0.0),
-                }
-            })
-            .collect(),
-        curve: rates::rates_by_threshold(&answerable, &adversarial),
-    };
+    let gate = confidences(items, m).map_or_else(GateReport::default, |(answerable, adversarial)| {
+        gate_report(&answerable, &adversarial, threshold)
+    });
     let mut tokens: Vec<f64> = items.iter().map(|i| i.outcomes[m].tokens as f64).collect();
     let mut millis: Vec<f64> = items.iter().map(|i| i.outcomes[m].millis).collect();
     let l = latency(&mut tokens);
@@ -777,7 +843,7 @@ mod tests {
                 via: ranked.clone(),
                 handed: ranked.len(),
                 ranked,
-                confidence,
+                confidence: Some(confidence),
                 millis: 1.0,
                 tokens: 10,
                 handed_tokens: 10,

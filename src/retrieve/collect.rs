@@ -82,16 +82,25 @@ impl Retrieval {
         max_tokens: Option<usize>,
         tokens: impl IntoIterator<Item = Result<usize>>,
     ) -> Result<usize> {
-        let Some(budget) = max_tokens else { return Ok(self.hits.len()) };
+        Retrieval::budget_run(self.hits.len(), max_tokens, tokens)
+    }
+
+    /// [`Retrieval::within_budget`] for any `hits` results best first (a peer's in `eval`).
+    pub fn budget_run(
+        hits: usize,
+        max_tokens: Option<usize>,
+        tokens: impl IntoIterator<Item = Result<usize>>,
+    ) -> Result<usize> {
+        let Some(budget) = max_tokens else { return Ok(hits) };
         let (mut used, mut fitting) = (0, 0);
-        for t in tokens.into_iter().take(self.hits.len()) {
+        for t in tokens.into_iter().take(hits) {
             used += t?;
             if used > budget {
                 break;
             }
             fitting += 1;
         }
-        Ok(fitting.max(1).min(self.hits.len()))
+        Ok(fitting.max(1).min(hits))
     }
 }
 

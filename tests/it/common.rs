@@ -74,3 +74,22 @@ pub fn datasets() -> Option<PathBuf> {
 pub fn read_json(path: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).expect("json")
 }
+
+/// The Python of the clients' environment (`scripts/python-clients.sh`: LanceDB, pinned), or
+/// `None` (with a note) when `$MYELIN_PYTHON` is unset. CI sets `MYELIN_REQUIRE_PYTHON=1`, which
+/// turns a missing interpreter into a failure.
+pub fn python() -> Option<PathBuf> {
+    let required = std::env::var("MYELIN_REQUIRE_PYTHON").is_ok_and(|v| v == "1");
+    match std::env::var_os("MYELIN_PYTHON").filter(|v| !v.is_empty()) {
+        Some(path) => {
+            let path = PathBuf::from(path);
+            assert!(path.is_file(), "MYELIN_PYTHON={} is not a file", path.display());
+            Some(path)
+        }
+        None => {
+            assert!(!required, "MYELIN_REQUIRE_PYTHON=1 but MYELIN_PYTHON is unset");
+            eprintln!("skipped: set MYELIN_PYTHON to the clients' Python (scripts/python-clients.sh) to run this test");
+            None
+        }
+    }
+}

@@ -10,6 +10,7 @@ mod fuzz;
 mod gate;
 mod gnn;
 mod gpu;
+mod peer;
 mod retrieve;
 mod scale;
 mod serve;

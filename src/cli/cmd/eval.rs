@@ -11,6 +11,7 @@ use anyhow::Context;
 use myelin::config::Config;
 use myelin::conversation::SourceFormat;
 use myelin::embed::Embedder;
+use myelin::eval::peer::PeerRuns;
 use myelin::eval::{EvalOptions, evaluate};
 use myelin::prepare::{Inputs, prepare};
 use myelin::retrieve::Mode;
@@ -27,11 +28,17 @@ pub fn run(args: EvalArgs, mut config: Config, g: &Globals) -> anyhow::Result<()
         ([], Some(mode)) => vec![mode],
         (modes, _) => modes.to_vec(),
     };
+    let mut peers = PeerRuns::default();
+    for path in &args.peer {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        peers.runs.extend(PeerRuns::parse(path, &text)?.runs);
+    }
     let options = EvalOptions {
         modes,
         calibrate: args.calibrate,
         max_false_refusal: args.max_false_refusal,
         per_question: args.per_question.is_some(),
+        peers,
     };
     g.runtime.block_on(eval(&g.store, &config, &args, &options, g.quiet))
 }

@@ -11,6 +11,7 @@ pub mod index_bench;
 pub mod ingest;
 pub mod load;
 pub mod mcp;
+pub mod peer_inputs;
 pub mod query;
 pub mod scale_history;
 pub mod serve;

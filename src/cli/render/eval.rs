@@ -266,9 +266,10 @@ pub fn gate_plot(report: &GateCrossValidation) -> Result<String, String> {
 /// modes").
 pub fn eval_gate_plot(report: &Report) -> Result<String, String> {
     let curve = |name: &String| &report.modes[name].gate.curve;
-    // Modes grouped by their curve, in report order.
+    // Modes grouped by their curve, in report order; a column without a gate (a peer) has none.
+    let gated: Vec<&String> = report.mode_order.iter().filter(|name| !curve(name).is_empty()).collect();
     let mut groups: Vec<Vec<String>> = Vec::new();
-    for name in &report.mode_order {
+    for name in gated.iter().copied() {
         match groups.iter_mut().find(|g| curve(&g[0]) == curve(name)) {
             Some(names) => names.push(name.clone()),
             None => groups.push(vec![name.clone()]),
@@ -276,11 +277,7 @@ pub fn eval_gate_plot(report: &Report) -> Result<String, String> {
     }
     let mut series = Vec::new();
     for names in groups {
-        let who = if names.len() == report.mode_order.len() && names.len() > 1 {
-            "all modes".into()
-        } else {
-            names.join(", ")
-        };
+        let who = if names.len() == gated.len() && names.len() > 1 { "all modes".into() } else { names.join(", ") };
         let points = curve(&names[0]);
         series.extend(rate_lines(format!("{who}: adversarial rejected"), format!("{who}: answerable refused"), points));
     }
