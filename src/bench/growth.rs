@@ -84,7 +84,7 @@ pub async fn run(root: &Path, config: &Config, texts: &[String], options: &Growt
         ));
     }
     let scope = Scope::user("write-bench");
-    let message = |t: &String| Message { role: "user".into(), content: t.clone(), timestamp: None };
+    let message = |t: &String| Message::new("user", t);
     let mut next = texts.iter();
     let mut service = Service::open(root, config.clone()).await?;
     let mut rows = Vec::new();

@@ -77,29 +77,89 @@ impl Scope {
 }
 
 /// One message to remember.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Message {
     /// Who said it (`user`, `assistant`, a name).
     pub role: String,
     /// What was said.
     pub content: String,
-    /// When (default: when it is added).
-    #[serde(default)]
+    /// The speaker's name, where the role alone does not say who (mem0's `name`): stored as
+    /// the memory's speaker in place of the role.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// When (default: when it is added): RFC 3339 text, or seconds since the Unix epoch.
+    #[serde(default, deserialize_with = "when")]
     pub timestamp: Option<DateTime<Utc>>,
 }
 
-/// A stored memory.
+impl Message {
+    /// A message of `role` saying `content`, dated when it is added.
+    pub fn new(role: &str, content: &str) -> Message {
+        Message { role: role.to_string(), content: content.to_string(), ..Message::default() }
+    }
+
+    /// Who said it, as stored: the name if it has one, else the role.
+    pub fn speaker(&self) -> &str {
+        self.name.as_deref().filter(|n| !n.trim().is_empty()).unwrap_or(&self.role)
+    }
+}
+
+/// A time given as RFC 3339 text or as seconds since the Unix epoch (mem0's clients send
+/// either); null is none.
+pub fn when<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Option<DateTime<Utc>>, D::Error> {
+    struct When;
+    impl serde::de::Visitor<'_> for When {
+        type Value = Option<DateTime<Utc>>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an RFC 3339 time or seconds since the Unix epoch")
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> std::result::Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_none<E: serde::de::Error>(self) -> std::result::Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<Self::Value, E> {
+            DateTime::parse_from_rfc3339(v)
+                .map(|t| Some(t.with_timezone(&Utc)))
+                .map_err(|e| E::custom(format!("time '{}': {e}", v.escape_debug())))
+        }
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> std::result::Result<Self::Value, E> {
+            DateTime::from_timestamp(v, 0).map(Some).ok_or_else(|| E::custom(format!("{v} seconds is out of range")))
+        }
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> std::result::Result<Self::Value, E> {
+            let v = i64::try_from(v).map_err(|_| E::custom(format!("{v} seconds is out of range")))?;
+            self.visit_i64(v)
+        }
+        fn visit_f64<E: serde::de::Error>(self, v: f64) -> std::result::Result<Self::Value, E> {
+            if !v.is_finite() {
+                return Err(E::custom("the time is not a finite number of seconds"));
+            }
+            let nanos = (v.fract() * 1e9).round() as u32;
+            DateTime::from_timestamp(v.floor() as i64, nanos.min(999_999_999))
+                .map(Some)
+                .ok_or_else(|| E::custom(format!("{v} seconds is out of range")))
+        }
+    }
+    d.deserialize_any(When)
+}
+
+/// A stored memory, with mem0's fields.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MemoryItem {
     /// Its id.
     pub id: String,
     /// Its text.
     pub memory: String,
-    /// Who said it.
+    /// Who said it (the message's name, else its role).
     pub role: String,
-    /// When.
-    pub timestamp: Option<DateTime<Utc>>,
+    /// When it was said: the message's time, else when it was added (mem0's `created_at`).
+    pub created_at: Option<DateTime<Utc>>,
+    /// The same: a memory is never edited in place (mem0's `updated_at`).
+    pub updated_at: Option<DateTime<Utc>>,
+    /// MD5 of the text in hex, as mem0 gives it.
+    pub hash: String,
     /// Its scope.
     #[serde(flatten)]
     pub scope: Scope,
@@ -109,25 +169,49 @@ pub struct MemoryItem {
 }
 
 /// A search.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct SearchRequest {
     /// The question.
     pub query: String,
     /// Its scope.
     #[serde(flatten)]
     pub scope: Scope,
-    /// Most memories returned (default: the retrieval `top_k`).
+    /// Most memories returned (default: the retrieval `top_k`, and at most it).
     #[serde(default)]
-    pub limit: Option<usize>,
+    pub top_k: Option<usize>,
     /// The retrieval mode (default: `retrieve.mode`, `synapse-gnn`).
     #[serde(default)]
     pub mode: Option<Mode>,
+    /// The order of the results (default: best first).
+    #[serde(default)]
+    pub order: Order,
+}
+
+/// The order of a search's results.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Order {
+    /// Best first (mem0's contract).
+    #[default]
+    Score,
+    /// In the order they were said: the paper's hand-over order, for building a prompt.
+    Time,
+}
+
+impl Order {
+    /// Its name in requests.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Order::Score => "score",
+            Order::Time => "time",
+        }
+    }
 }
 
 /// What a search found.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SearchResult {
-    /// Memories in time order.
+    /// Memories, best first or in time order as the request asked.
     pub results: Vec<MemoryItem>,
     /// The gate's confidence.
     pub confidence: f32,
@@ -182,12 +266,17 @@ pub struct Stats {
 
 /// The memory whose passages are `passages` (its first passage first): their texts together.
 pub(super) fn item(scope: &Scope, passages: &[Episode]) -> MemoryItem {
+    use md5::Digest;
     let first = &passages[0];
+    let memory: String = passages.iter().map(|e| e.text.as_str()).collect();
+    let hash = md5::Md5::digest(memory.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
     MemoryItem {
         id: first.turn_id.clone(),
-        memory: passages.iter().map(|e| e.text.as_str()).collect(),
+        memory,
         role: first.speaker.clone(),
-        timestamp: first.timestamp,
+        created_at: first.timestamp,
+        updated_at: first.timestamp,
+        hash,
         scope: scope.clone(),
         score: None,
     }
@@ -227,10 +316,11 @@ pub(super) fn batch_failed(n: usize, message: &str) -> Vec<Result<SearchResult>>
     (0..n).map(|_| Err(Error::Batch(message.to_string()))).collect()
 }
 
-/// A search's answer: the retrieved memories of `request`'s scope in time order.
-/// A memory found through several of its passages counts once, with its best passage's score.
+/// A search's answer: the retrieved memories of `request`'s scope, best first or in time order
+/// as it asks. A memory found through several of its passages counts once, with its best
+/// passage's score.
 pub(super) fn answer(request: &SearchRequest, memory: &Memory, found: &Retrieval) -> SearchResult {
-    let limit = request.limit.unwrap_or(usize::MAX);
+    let limit = request.top_k.unwrap_or(usize::MAX);
     let episodes = memory.episodes();
     // (first passage, score), best first.
     let mut hits: Vec<(usize, f32)> = Vec::new();
@@ -243,7 +333,9 @@ pub(super) fn answer(request: &SearchRequest, memory: &Memory, found: &Retrieval
             hits.push((first, h.signals.score));
         }
     }
-    hits.sort_by_key(|&(first, _)| first);
+    if request.order == Order::Time {
+        hits.sort_by_key(|&(first, _)| first);
+    }
     let results = hits
         .into_iter()
         .map(|(first, score)| {

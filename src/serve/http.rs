@@ -1,24 +1,27 @@
-//! `myelin serve`: the [`Service`] as JSON over HTTP (axum), mem0's routes under `/v1`.
+//! `myelin serve`: the [`Service`] as JSON over HTTP (axum), on mem0's platform routes (`/v1`,
+//! `/v2`, `/v3`, with and without the trailing slash its clients add).
 //!
-//! Owns routing, request parsing, status codes and the bearer token. Every error, whatever its
-//! status (a 405 and a body that does not parse included), is `{"error": "..."}` with the
-//! status the README's table gives, and the server keeps serving. Must not touch the store or rank:
-//! every operation is a call on the [`Service`].
+//! Owns routing, status codes and the token. Every error, whatever its status (a 405 and a
+//! body that does not parse included), is `{"detail": "..."}` with the status the README's
+//! table gives, and the server keeps serving. Must not parse mem0's fields (`serve::wire`
+//! does), touch the store or rank: every operation is a call on the [`Service`].
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::{StatusCode, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{MethodRouter, delete, get, post, put};
 use axum::{Json, Router};
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 
-use super::{Message, Page, Scope, SearchRequest, Service};
+use super::wire::{self, Fields};
+use super::{SearchRequest, Service};
 use crate::error::{Error, Result};
 
 /// Largest request body accepted by default, bytes.
@@ -27,14 +30,14 @@ pub const DEFAULT_BODY_LIMIT: usize = 4 << 20;
 /// Seconds a client is asked to wait (`Retry-After`) when the write queue is full.
 pub const RETRY_AFTER_SECONDS: u32 = 1;
 
-/// An error answer: a status and `{"error": message}`.
+/// An error answer: a status and `{"detail": message}` (where mem0's clients read it).
 #[derive(Debug)]
 pub struct ApiError(StatusCode, String);
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let busy = self.0 == StatusCode::SERVICE_UNAVAILABLE;
-        let mut response = (self.0, Json(json!({ "error": self.1 }))).into_response();
+        let mut response = (self.0, Json(json!({ "detail": self.1 }))).into_response();
         if busy {
             response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from(RETRY_AFTER_SECONDS));
         }
@@ -80,80 +83,179 @@ impl From<QueryRejection> for ApiError {
 }
 
 type Answer = std::result::Result<Response, ApiError>;
+type Body = std::result::Result<Json<Value>, JsonRejection>;
+type Params = std::result::Result<Query<HashMap<String, String>>, QueryRejection>;
 
-#[derive(Deserialize)]
-struct AddBody {
-    messages: Vec<Message>,
-    #[serde(flatten)]
-    scope: Scope,
-}
+/// What mem0's `/v1/ping/` answers: the clients read the organisation and project from it.
+pub const PING_ORG: &str = "myelin";
 
 #[derive(Deserialize)]
 struct BatchBody {
-    requests: Vec<SearchRequest>,
+    requests: Vec<Value>,
 }
 
-#[derive(Deserialize)]
-struct ListParams {
-    #[serde(flatten)]
-    scope: Scope,
-    #[serde(default)]
-    offset: Option<usize>,
-    #[serde(default)]
-    limit: Option<usize>,
+fn body(b: Body) -> std::result::Result<Fields, ApiError> {
+    let Json(v) = b?;
+    Ok(Fields::body(v)?)
 }
 
-async fn add(State(s): State<Service>, body: std::result::Result<Json<AddBody>, JsonRejection>) -> Answer {
-    let Json(body) = body?;
-    let added = s.add(&body.scope, body.messages).await?;
-    Ok(Json(json!({ "results": added })).into_response())
+fn params(p: Params) -> std::result::Result<Fields, ApiError> {
+    let Query(map) = p?;
+    Ok(Fields::query(map))
 }
 
-async fn search(State(s): State<Service>, body: std::result::Result<Json<SearchRequest>, JsonRejection>) -> Answer {
-    let Json(body) = body?;
-    Ok(Json(s.search(&body).await?).into_response())
+/// A body that may be absent (a listing's filters may come in the query string alone).
+fn optional_body(b: Body) -> std::result::Result<Fields, ApiError> {
+    match b {
+        Err(JsonRejection::MissingJsonContentType(_)) => Ok(Fields::body(json!({}))?),
+        other => body(other),
+    }
 }
 
-/// Each request answered on its own: a result, or `{"error", "status"}` in its place.
-async fn search_batch(State(s): State<Service>, body: std::result::Result<Json<BatchBody>, JsonRejection>) -> Answer {
-    let Json(body) = body?;
-    let answers: Vec<serde_json::Value> = s
-        .search_batch(&body.requests)
-        .await
+async fn add(State(s): State<Service>, b: Body) -> Answer {
+    let request = wire::add(body(b)?)?;
+    let added = s.add(&request.scope, request.messages).await?;
+    let results: Vec<Value> = added
+        .iter()
+        .map(|item| {
+            let mut v = json!(item);
+            v["event"] = json!("ADD");
+            v
+        })
+        .collect();
+    let mut answer = json!({ "results": results });
+    if request.infer {
+        answer["message"] = json!(wire::STORED_AS_GIVEN);
+    }
+    Ok(Json(answer).into_response())
+}
+
+async fn search(State(s): State<Service>, b: Body) -> Answer {
+    let request = wire::search(body(b)?)?;
+    Ok(Json(s.search(&request).await?).into_response())
+}
+
+/// Each request answered on its own: a result, or `{"detail", "status"}` in its place.
+async fn search_batch(State(s): State<Service>, b: std::result::Result<Json<BatchBody>, JsonRejection>) -> Answer {
+    let Json(b) = b?;
+    let mut parsed: Vec<std::result::Result<SearchRequest, Error>> = Vec::new();
+    for r in b.requests {
+        parsed.push(Fields::body(r).and_then(wire::search));
+    }
+    let good: Vec<SearchRequest> = parsed.iter().filter_map(|r| r.as_ref().ok().cloned()).collect();
+    let mut found = s.search_batch(&good).await.into_iter();
+    let answers: Vec<Value> = parsed
         .into_iter()
         .enumerate()
-        .map(|(i, r)| match r {
+        .map(|(i, r)| match r.and_then(|_| found.next().unwrap_or_else(|| Err(Error::Batch("not answered".into())))) {
             Ok(found) => json!(found),
-            Err(e) => json!({ "error": format!("request {i}: {e}"), "status": status_of(&e).as_u16() }),
+            Err(e) => json!({ "detail": format!("request {i}: {e}"), "status": status_of(&e).as_u16() }),
         })
         .collect();
     Ok(Json(json!({ "results": answers })).into_response())
 }
 
-async fn list(State(s): State<Service>, params: std::result::Result<Query<ListParams>, QueryRejection>) -> Answer {
-    let Query(p) = params?;
-    Ok(Json(json!({ "results": s.get_all(&p.scope, Page::or_default(p.offset, p.limit)).await? })).into_response())
+/// Myelin's listing (`GET /v1/memories`): the scope and page in the query string.
+async fn list(State(s): State<Service>, p: Params) -> Answer {
+    let (scope, page) = wire::list(Fields::body(json!({}))?, params(p)?)?;
+    Ok(Json(json!({ "results": s.get_all(&scope, page).await? })).into_response())
 }
 
-async fn delete_all(
-    State(s): State<Service>,
-    params: std::result::Result<Query<ListParams>, QueryRejection>,
-) -> Answer {
-    let Query(p) = params?;
-    Ok(Json(json!({ "deleted": s.delete_all(&p.scope).await? })).into_response())
+/// mem0's paged listing (`POST /v2/memories/`, `/v3/memories/`): filters in the body, the
+/// page in the query string.
+async fn list_page(State(s): State<Service>, uri: Uri, p: Params, b: Body) -> Answer {
+    let (scope, page) = wire::list(optional_body(b)?, params(p)?)?;
+    let (count, results) = (s.count(&scope).await?, s.get_all(&scope, page).await?);
+    Ok(Json(wire::page_answer(uri.path(), page, count, results)).into_response())
 }
 
-async fn get_one(State(s): State<Service>, Path(id): Path<String>) -> Answer {
+async fn delete_all(State(s): State<Service>, p: Params) -> Answer {
+    let (scope, _) = wire::list(Fields::body(json!({}))?, params(p)?)?;
+    let deleted = s.delete_all(&scope).await?;
+    Ok(Json(json!({ "message": "Memories deleted successfully!", "deleted": deleted })).into_response())
+}
+
+async fn get_one(State(s): State<Service>, Path(id): Path<String>, p: Params) -> Answer {
+    params(p)?.finish()?;
     Ok(Json(s.get(&id).await?).into_response())
 }
 
-async fn delete_one(State(s): State<Service>, Path(id): Path<String>) -> Answer {
+async fn delete_one(State(s): State<Service>, Path(id): Path<String>, p: Params) -> Answer {
+    params(p)?.finish()?;
     s.delete(&id).await?;
-    Ok(Json(json!({ "deleted": id })).into_response())
+    Ok(Json(json!({ "message": "Memory deleted successfully!", "deleted": id })).into_response())
 }
 
-async fn history(State(s): State<Service>, Path(id): Path<String>) -> Answer {
-    Ok(Json(json!({ "results": s.history(&id).await? })).into_response())
+async fn update_one(Path(id): Path<String>) -> ApiError {
+    ApiError(
+        StatusCode::NOT_IMPLEMENTED,
+        format!("updating memory '{}' is not supported yet: delete it and add the new text", id.escape_debug()),
+    )
+}
+
+async fn batch_update() -> ApiError {
+    ApiError(
+        StatusCode::NOT_IMPLEMENTED,
+        "updating memories is not supported yet: delete them and add the new text".into(),
+    )
+}
+
+/// `{"memories": [{"memory_id": …}, …]}`: each deleted in turn; the first that fails stops
+/// the batch and is named (those before it are deleted).
+async fn batch_delete(State(s): State<Service>, b: Body) -> Answer {
+    let mut fields = body(b)?;
+    let memories: Vec<Value> = fields.take("memories")?.unwrap_or_default();
+    fields.finish()?;
+    let mut ids = Vec::with_capacity(memories.len());
+    for (i, m) in memories.into_iter().enumerate() {
+        let mut f = Fields::body(m)?;
+        let id: String =
+            f.take("memory_id")?.ok_or_else(|| Error::InvalidArgument(format!("memories[{i}]: memory_id missing")))?;
+        f.finish()?;
+        ids.push(id);
+    }
+    for id in &ids {
+        s.delete(id).await?;
+    }
+    Ok(Json(json!({ "message": "Memories deleted successfully!", "deleted": ids })).into_response())
+}
+
+async fn history(State(s): State<Service>, Path(id): Path<String>, p: Params) -> Answer {
+    params(p)?.finish()?;
+    let events = s.history(&id).await?;
+    let text = s.get(&id).await.ok().map(|item| item.memory);
+    Ok(Json(wire::history(&events, text.as_deref())).into_response())
+}
+
+async fn ping(State(s): State<Service>, p: Params) -> Answer {
+    params(p)?.finish()?;
+    Ok(Json(json!({
+        "status": "ok",
+        "message": "myelin",
+        "org_id": PING_ORG,
+        "project_id": PING_ORG,
+        "user_email": null,
+        "read_only": s.read_only(),
+    }))
+    .into_response())
+}
+
+async fn entities(State(s): State<Service>, p: Params) -> Answer {
+    params(p)?.finish()?;
+    Ok(Json(wire::entities(&s.scopes().await)).into_response())
+}
+
+async fn delete_entity(State(s): State<Service>, Path((kind, name)): Path<(String, String)>, p: Params) -> Answer {
+    params(p)?.finish()?;
+    let scopes = wire::entity_scopes(&s.scopes().await, &kind, &name)?;
+    if scopes.is_empty() {
+        return Err(Error::NotFound(format!("no {kind} '{}' holds memories", name.escape_debug())).into());
+    }
+    let mut deleted = 0;
+    for scope in &scopes {
+        deleted += s.delete_all(scope).await?;
+    }
+    Ok(Json(json!({ "message": "Entity deleted successfully.", "deleted": deleted })).into_response())
 }
 
 async fn fallback() -> ApiError {
@@ -170,23 +272,44 @@ async fn method_not_allowed(request: Request) -> ApiError {
 async fn check_token(State(token): State<Option<Arc<String>>>, request: Request, next: Next) -> Response {
     if let Some(token) = token {
         let given = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-        if given.and_then(|v| v.strip_prefix("Bearer ")) != Some(token.as_str()) {
-            return ApiError(StatusCode::UNAUTHORIZED, "missing or wrong bearer token".into()).into_response();
+        let key = given.and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("Token ")));
+        if key != Some(token.as_str()) {
+            return ApiError(
+                StatusCode::UNAUTHORIZED,
+                "missing or wrong token (Authorization: Bearer or Token)".into(),
+            )
+            .into_response();
         }
     }
     next.run(request).await
 }
 
 /// The routes over `service`; with a `token`, every request must carry
-/// `Authorization: Bearer <token>`.
+/// `Authorization: Bearer <token>` or mem0's `Authorization: Token <token>`. Every path is
+/// served with and without its trailing slash (mem0's clients add one).
 pub fn router(service: Service, token: Option<String>, body_limit: usize) -> Router {
     let token = token.map(Arc::new);
-    Router::new()
-        .route("/v1/memories", post(add).get(list).delete(delete_all))
-        .route("/v1/memories/search", post(search))
-        .route("/v1/memories/search/batch", post(search_batch))
-        .route("/v1/memories/{id}", get(get_one).delete(delete_one))
-        .route("/v1/memories/{id}/history", get(history))
+    let routes: Vec<(&str, MethodRouter<Service>)> = vec![
+        ("/v1/ping", get(ping)),
+        ("/v1/memories", post(add).get(list).delete(delete_all)),
+        ("/v1/memories/search", post(search)),
+        ("/v1/memories/search/batch", post(search_batch)),
+        ("/v1/memories/{id}", get(get_one).put(update_one).delete(delete_one)),
+        ("/v1/memories/{id}/history", get(history)),
+        ("/v1/batch", put(batch_update).delete(batch_delete)),
+        ("/v1/entities", get(entities)),
+        ("/v2/memories", post(list_page)),
+        ("/v2/memories/search", post(search)),
+        ("/v2/entities/{kind}/{name}", delete(delete_entity)),
+        ("/v3/memories", post(list_page)),
+        ("/v3/memories/add", post(add)),
+        ("/v3/memories/search", post(search)),
+    ];
+    let mut router = Router::new();
+    for (path, methods) in routes {
+        router = router.route(path, methods.clone()).route(&format!("{path}/"), methods);
+    }
+    router
         .route(
             "/health",
             get(|State(s): State<Service>| async move {

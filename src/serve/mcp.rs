@@ -8,7 +8,8 @@
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 
-use super::{Message, Page, Scope, SearchRequest, Service};
+use super::wire::{self, Fields};
+use super::{Message, Order, Page, Scope, Service};
 use crate::error::{Error, Result};
 use crate::retrieve::Mode;
 
@@ -46,10 +47,12 @@ pub fn tools() -> Value {
         },
         {
             "name": "search_memory",
-            "description": "The memories of a scope that answer a question, in time order, with the retrieval's confidence.",
+            "description": "The memories of a scope that answer a question, best first (or in the order they were said), with the retrieval's confidence.",
             "inputSchema": {"type": "object", "properties": with_scope(json!({
                 "query": {"type": "string"},
-                "limit": {"type": "integer", "minimum": 1},
+                "top_k": {"type": "integer", "minimum": 1, "description": "Most memories returned."},
+                "order": {"type": "string", "enum": [Order::Score.as_str(), Order::Time.as_str()],
+                          "description": "score: best first (default); time: in the order they were said, for a prompt."},
                 "mode": {"type": "string", "enum": Mode::ALL.map(Mode::as_str),
                          "description": "Retrieval mode (default: the server's, synapse-gnn)."}
             })), "required": ["query"]}
@@ -84,14 +87,14 @@ async fn call_tool(service: &Service, name: &str, a: &Value) -> Result<Value> {
             let messages: Vec<Message> = match (a.get("messages"), a.get("text")) {
                 (Some(m), _) => args(m)?,
                 (None, Some(Value::String(t))) => {
-                    vec![Message { role: "user".into(), content: t.clone(), timestamp: None }]
+                    vec![Message::new("user", t)]
                 }
                 _ => return Err(Error::InvalidArgument("add_memory needs messages or text".into())),
             };
             Ok(json!({ "results": service.add(&scope, messages).await? }))
         }
         "search_memory" => {
-            let request: SearchRequest = args(a)?;
+            let request = wire::search(Fields::body(a.clone())?)?;
             Ok(serde_json::to_value(service.search(&request).await?)
                 .map_err(|e| Error::InvalidArgument(e.to_string()))?)
         }

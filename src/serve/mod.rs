@@ -19,7 +19,7 @@
 //! - the search thread (`searcher`) batches concurrent searches into one embedding pass and
 //!   one ranking dispatch, and owns the GPU queue and the resident graphs.
 //!
-//! Files: `api.rs` (the types agents see), `writer.rs` (the write path), `blocking.rs` (the
+//! Files: `api.rs` (the types agents see), `wire.rs` (mem0's wire format, for `http`), `writer.rs` (the write path), `blocking.rs` (the
 //! facade without async), `searcher.rs` (the search thread); the [`Service`] handle is here.
 //! Owns scopes, memory ids, the write path of the API and the in-memory index of every scope.
 //! Must not parse HTTP or JSON-RPC (that is `serve::http`) nor rank (that is `retrieve`).
@@ -32,8 +32,9 @@ pub mod mcp;
 mod searcher;
 mod service;
 mod state;
+pub mod wire;
 mod writer;
 
-pub use api::{MAX_ID_BYTES, MemoryItem, Message, Page, Scope, SearchRequest, SearchResult, Stats};
+pub use api::{MAX_ID_BYTES, MemoryItem, Message, Order, Page, Scope, SearchRequest, SearchResult, Stats};
 pub use blocking::BlockingService;
 pub use service::Service;

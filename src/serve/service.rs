@@ -175,7 +175,8 @@ impl Service {
         }
     }
 
-    /// The memories of `request.scope` that answer `request.query`, in time order. A scope
+    /// The memories of `request.scope` that answer `request.query`, best first or in time
+    /// order as it asks. A scope
     /// that holds no memory answers [`SearchResult::nothing`].
     pub async fn search(&self, request: &SearchRequest) -> Result<SearchResult> {
         self.search_batch(std::slice::from_ref(request)).await.remove(0)
@@ -241,6 +242,24 @@ impl Service {
         Ok(memory
             .map(|m| memories_of(m.episodes()).skip(page.offset).take(page.limit).map(|p| item(scope, p)).collect())
             .unwrap_or_default())
+    }
+
+    /// How many memories a scope holds (an unknown scope none).
+    pub async fn count(&self, scope: &Scope) -> Result<usize> {
+        let key = scope.key()?;
+        Ok(self.inner.scopes.read().await.get(&key).map_or(0, |m| memories_of(m.episodes()).count()))
+    }
+
+    /// Every scope that holds memories, with how many.
+    pub async fn scopes(&self) -> Vec<(Scope, usize)> {
+        let scopes = self.inner.scopes.read().await;
+        let mut all: Vec<(Scope, usize)> = scopes
+            .iter()
+            .filter_map(|(key, m)| Some((Scope::from_key(key)?, memories_of(m.episodes()).count())))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        all.sort_by(|a, b| (&a.0.user_id, &a.0.agent_id, &a.0.run_id).cmp(&(&b.0.user_id, &b.0.agent_id, &b.0.run_id)));
+        all
     }
 
     /// Episodes (passages) in a scope's memory: more than its memories where long messages

@@ -175,7 +175,7 @@ impl Inner {
                                 session: 1,
                                 turn_id: passage_id(&id, k),
                                 position,
-                                speaker: m.role.clone(),
+                                speaker: m.speaker().to_string(),
                                 text: m.content[r].to_string(),
                                 image_caption: None,
                                 timestamp: Some(m.timestamp.unwrap_or(now)),

@@ -77,7 +77,7 @@ fn one_writer_per_store_whatever_its_kind_and_readers_follow_it() {
     let (status, v) =
         reader.json("POST", "/v1/memories", json!({"user_id": "pat", "messages": [{"role": "user", "content": "no"}]}));
     assert_eq!(status, 403, "{v}");
-    assert!(v["error"].as_str().expect("error").contains("read-only"), "{v}");
+    assert!(v["detail"].as_str().expect("detail").contains("read-only"), "{v}");
     let (status, v) = reader.call("DELETE", &format!("/v1/memories/{}", first[0]), None, None);
     assert_eq!(status, 403, "{v}");
     let second = add(&writer, "pat", &["My sister moved to Lisbon last spring."]);
@@ -105,12 +105,7 @@ fn one_writer_per_store_whatever_its_kind_and_readers_follow_it() {
         let err = fails(&store, &["serve", "--addr", "127.0.0.1:0", "--backend", "cpu"]);
         refused("serve beside the library", &err, &store, std::process::id());
         let scope = myelin::serve::Scope::user("pat");
-        let added = library
-            .add(
-                &scope,
-                vec![myelin::serve::Message { role: "user".into(), content: "Honey in June.".into(), timestamp: None }],
-            )
-            .expect("add");
+        let added = library.add(&scope, vec![myelin::serve::Message::new("user", "Honey in June.")]).expect("add");
         assert_eq!(added.len(), 1);
     }
 
@@ -364,7 +359,7 @@ fn a_full_disk_fails_a_write_clearly_and_the_store_takes_writes_once_space_is_ba
     let body = json!({"user_id": "u", "messages": [{"role": "user", "content": "This write finds no space."}]});
     let (status, v) = server.json("POST", "/v1/memories", body.clone());
     assert_eq!(status, 507, "a full disk is 507 Insufficient Storage: {v}");
-    let error = v["error"].as_str().expect("error");
+    let error = v["detail"].as_str().expect("detail");
     assert!(error.contains("no space left"), "{error}");
     // Still readable, and still serving.
     assert_eq!(listed_ids(&server.addr, "u"), kept);

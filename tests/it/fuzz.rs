@@ -17,7 +17,7 @@ use crate::common::root;
 use crate::serve::{Server, send};
 
 /// Names the API and the formats use, so that generated objects reach past the first check.
-const KEYS: [&str; 24] = [
+const KEYS: [&str; 29] = [
     "user_id",
     "agent_id",
     "run_id",
@@ -27,6 +27,11 @@ const KEYS: [&str; 24] = [
     "timestamp",
     "query",
     "limit",
+    "top_k",
+    "filters",
+    "order",
+    "page",
+    "page_size",
     "offset",
     "requests",
     "text",
@@ -106,7 +111,7 @@ fn runner() -> TestRunner {
 
 /// An error answer is JSON with a message.
 fn named_error(status: u16, v: &Value) -> bool {
-    status < 400 || v["error"].as_str().is_some_and(|e| !e.trim().is_empty())
+    status < 400 || v["detail"].as_str().is_some_and(|e| !e.trim().is_empty())
 }
 
 #[test]

@@ -2,6 +2,7 @@
 //! drives the real `myelin` binary or the library on real weights and real or fixture data.
 
 mod cli;
+mod clients;
 mod common;
 mod crash;
 mod embed_golden;

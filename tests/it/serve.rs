@@ -249,8 +249,14 @@ fn scopes_are_isolated_deletion_leaves_nothing_and_a_restart_keeps_everything() 
     }
     let (status, v) = server.call("GET", &format!("/v1/memories/{secret_id}/history"), None, None);
     assert_eq!(status, 200, "{v}");
-    let events: Vec<&str> = v["results"].as_array().unwrap().iter().map(|e| e["event"].as_str().unwrap()).collect();
+    let events: Vec<&str> = v.as_array().unwrap().iter().map(|e| e["event"].as_str().unwrap()).collect();
     assert_eq!(events, ["ADD", "DELETE"]);
+    // mem0's records: the scope's ids, no text once deleted.
+    assert_eq!(
+        (v[0]["memory_id"].as_str(), v[1]["new_memory"].clone()),
+        (Some(secret_id.as_str()), Value::Null),
+        "{v}"
+    );
     owned[0].retain(|id| *id != secret_id);
 
     let (status, v) = server.call("DELETE", "/v1/memories?user_id=bob", None, None);
@@ -350,7 +356,7 @@ fn bad_requests_get_a_4xx_and_the_token_is_enforced() {
     let t = Some("s3cret");
     let (status, v) = server.call("GET", "/health", None, None);
     assert_eq!(status, 401, "{v}");
-    assert!(v["error"].as_str().unwrap().contains("bearer token"));
+    assert!(v["detail"].as_str().unwrap().contains("wrong token"));
     let (status, _) = server.call("GET", "/health", None, Some("wrong"));
     assert_eq!(status, 401);
     let add = json!({"user_id": "u", "messages": [{"role": "user", "content": "I live in Oslo."}]}).to_string();
@@ -376,8 +382,24 @@ fn bad_requests_get_a_4xx_and_the_token_is_enforced() {
             "\"results\":[]",
         ),
         // A body of the wrong shape is a 400 like any other bad request, not axum's 422.
-        ("POST", "/v1/memories/search", json!({"user_id": "u"}).to_string().into_bytes(), 400, "missing field"),
-        ("POST", "/v1/memories", json!({"user_id": "u", "messages": "hi"}).to_string().into_bytes(), 400, "messages"),
+        ("POST", "/v1/memories/search", json!({"user_id": "u"}).to_string().into_bytes(), 400, "body field `query`: missing"),
+        ("POST", "/v1/memories", json!({"user_id": "u", "messages": 5}).to_string().into_bytes(), 400, "`messages`: expected a list"),
+        // What Myelin does not read is named, never ignored.
+        (
+            "POST",
+            "/v3/memories/search/",
+            json!({"query": "q", "filters": {"user_id": "u"}, "rerank": true}).to_string().into_bytes(),
+            400,
+            "body field `rerank`: not a field Myelin reads",
+        ),
+        (
+            "POST",
+            "/v3/memories/search/",
+            json!({"query": "q", "filters": {"OR": [{"user_id": "u"}, {"user_id": "v"}]}}).to_string().into_bytes(),
+            400,
+            "filters.OR: not supported",
+        ),
+        ("PUT", "/v1/memories/0123/", json!({"text": "new"}).to_string().into_bytes(), 501, "not supported yet"),
         // A method a route does not take: 405, in JSON like every error.
         ("PUT", "/v1/memories/search", Vec::new(), 405, "PUT is not allowed on /v1/memories/search"),
         ("POST", "/v1/memories/search", vec![0xff, 0xfe, 0x7b], 400, "JSON"),
@@ -429,7 +451,7 @@ fn bad_requests_get_a_4xx_and_the_token_is_enforced() {
         let mut raw = String::new();
         c.read_to_string(&mut raw).expect("read");
         assert!(raw.starts_with("HTTP/1.1 415"), "{raw}");
-        assert!(raw.contains("{\"error\":\"") && raw.contains("Content-Type"), "{raw}");
+        assert!(raw.contains("{\"detail\":\"") && raw.contains("Content-Type"), "{raw}");
     }
     // A batch answers each request on its own: a result, nothing for an empty scope, an error
     // in place of a bad request.
@@ -443,7 +465,7 @@ fn bad_requests_get_a_4xx_and_the_token_is_enforced() {
     assert_eq!(v["results"][0]["results"][0]["memory"], "I live in Oslo.", "{v}");
     assert_eq!(v["results"][1]["results"], json!([]), "{v}");
     assert_eq!(v["results"][2]["status"], 400, "{v}");
-    assert!(v["results"][2]["error"].as_str().unwrap().contains("request 2: empty query"), "{v}");
+    assert!(v["results"][2]["detail"].as_str().unwrap().contains("request 2: empty query"), "{v}");
     // Still serving, and nothing was lost.
     let (status, v) = server.call("GET", &format!("/v1/memories/{id}"), None, t);
     assert_eq!((status, v["memory"].as_str()), (200, Some("I live in Oslo.")), "{v}");
@@ -478,7 +500,7 @@ fn a_full_write_queue_answers_503_with_retry_after_and_loses_nothing_it_took() {
     assert!(!busy.is_empty() && !taken.is_empty(), "a queue of one both takes and refuses: {answers:?}");
     for (_, head, v) in &busy {
         assert!(head.to_ascii_lowercase().contains("retry-after: 1"), "{head}");
-        assert!(v["error"].as_str().unwrap().contains("serve.write_queue"), "{v}");
+        assert!(v["detail"].as_str().unwrap().contains("serve.write_queue"), "{v}");
     }
     let listed = ids(&server.call("GET", "/v1/memories?user_id=q", None, None).1);
     for (_, _, v) in &taken {
@@ -559,13 +581,17 @@ fn the_blocking_facade_runs_the_library_without_a_server() {
     let dir = tempfile::tempdir().expect("tempdir");
     let service = BlockingService::open(&dir.path().join("store"), myelin::config::Config::default()).expect("open");
     let alice = Scope::user("alice");
-    let message = |text: &str| Message { role: "user".into(), content: text.into(), timestamp: None };
+    let message = |text: &str| Message::new("user", text);
     let added = service
         .add(&alice, vec![message("I keep bees on my roof."), message("My sister lives in Porto.")])
         .expect("add");
     service.add(&Scope::user("bob"), vec![message("I keep bees in the garden.")]).expect("add bob");
-    let request =
-        SearchRequest { query: "Where are the bees?".into(), scope: alice.clone(), limit: Some(1), mode: None };
+    let request = SearchRequest {
+        query: "Where are the bees?".into(),
+        scope: alice.clone(),
+        top_k: Some(1),
+        ..SearchRequest::default()
+    };
     let found = service.search(&request).expect("search");
     assert_eq!(found.results.len(), 1);
     assert_eq!(found.results[0].id, added[0].id);
@@ -597,7 +623,7 @@ fn replaced_graphs_are_reclaimed_every_few_commits() {
         let scope = Scope::user("u");
         for k in 0..12 {
             let text = format!("Note {k}: the bees on the roof need checking before the rain.");
-            service.add(&scope, vec![Message { role: "user".into(), content: text, timestamp: None }]).expect("add");
+            service.add(&scope, vec![Message::new("user", &text)]).expect("add");
         }
         assert_eq!(service.get_all(&scope, Page::default()).expect("list").len(), 12, "every write kept");
         drop(service);
@@ -625,8 +651,7 @@ fn long_messages_are_stored_as_passages_and_served_whole() {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path().join("store");
     let scope = Scope::user("reader");
-    let messages: Vec<Message> =
-        contents.iter().map(|c| Message { role: "assistant".into(), content: c.clone(), timestamp: None }).collect();
+    let messages: Vec<Message> = contents.iter().map(|c| Message::new("assistant", c)).collect();
     let ids: Vec<String> = {
         let service = BlockingService::open(&root, myelin::config::Config::default()).expect("open");
         let added = service.add(&scope, messages).expect("add");
@@ -645,13 +670,23 @@ fn long_messages_are_stored_as_passages_and_served_whole() {
             .expect("a sentence at the end");
         assert!(contents[0].rfind(tail).expect("in the text") > 2000, "the sentence is deep in the message");
         let found = service
-            .search(&SearchRequest { query: tail.to_string(), scope: scope.clone(), limit: Some(1), mode: None })
+            .search(&SearchRequest {
+                query: tail.to_string(),
+                scope: scope.clone(),
+                top_k: Some(1),
+                ..SearchRequest::default()
+            })
             .expect("search");
         assert_eq!(found.results.len(), 1);
         assert_eq!(found.results[0].id, ids[0], "found by its tail: {tail}");
         assert_eq!(found.results[0].memory, contents[0]);
         let all = service
-            .search(&SearchRequest { query: tail.to_string(), scope: scope.clone(), limit: None, mode: None })
+            .search(&SearchRequest {
+                query: tail.to_string(),
+                scope: scope.clone(),
+                top_k: None,
+                ..SearchRequest::default()
+            })
             .expect("search");
         let mut seen: Vec<&str> = all.results.iter().map(|m| m.id.as_str()).collect();
         let n = seen.len();
@@ -713,7 +748,12 @@ fn a_scope_grown_write_by_write_answers_the_same_after_a_restart() {
             .iter()
             .take(12)
             .map(|q| {
-                let request = SearchRequest { query: q.clone(), scope: scope.clone(), limit: Some(10), mode: None };
+                let request = SearchRequest {
+                    query: q.clone(),
+                    scope: scope.clone(),
+                    top_k: Some(10),
+                    ..SearchRequest::default()
+                };
                 serde_json::to_value(service.search(&request).expect("search")).expect("json")
             })
             .collect()
@@ -744,6 +784,7 @@ fn locomo_messages(n: usize) -> Option<(Vec<myelin::serve::Message>, Vec<String>
             role: t.speaker.clone(),
             content: t.embedding_text(),
             timestamp: t.timestamp,
+            name: None,
         })
         .collect();
     Some((messages, c.questions.iter().map(|q| q.text.clone()).collect()))
@@ -792,7 +833,12 @@ fn concurrent_writes_share_commits_and_searches_share_batches() {
             .enumerate()
             .map(|(i, q)| {
                 let service = service.clone();
-                let request = SearchRequest { query: q.clone(), scope: scopes[i % 6].clone(), limit: None, mode: None };
+                let request = SearchRequest {
+                    query: q.clone(),
+                    scope: scopes[i % 6].clone(),
+                    top_k: None,
+                    ..SearchRequest::default()
+                };
                 tokio::spawn(async move { (request.scope.clone(), service.search(&request).await.expect("search")) })
             })
             .collect();
@@ -815,17 +861,13 @@ fn concurrent_writes_share_commits_and_searches_share_batches() {
             let got = service.get(id).await.expect("get");
             assert_eq!((&got.scope, &got.memory), (scope, text));
         }
-        let note = myelin::serve::Message {
-            role: "user".into(),
-            content: "The telescope arrives on Thursday at the observatory.".into(),
-            timestamp: None,
-        };
+        let note = myelin::serve::Message::new("user", "The telescope arrives on Thursday at the observatory.");
         let added = service.add(&scopes[2], vec![note]).await.expect("add after reopen");
         let request = SearchRequest {
             query: "When does the telescope arrive?".into(),
             scope: scopes[2].clone(),
-            limit: Some(3),
-            mode: None,
+            top_k: Some(3),
+            ..SearchRequest::default()
         };
         let found = service.search(&request).await.expect("search");
         assert!(found.results.iter().any(|m| m.id == added[0].id), "{found:?}");
@@ -863,8 +905,8 @@ fn on_the_gpu_searches_follow_writes_and_deletions_as_on_the_cpu() {
                     .map(|(i, q)| SearchRequest {
                         query: q.clone(),
                         scope: if i % 2 == 0 { a.clone() } else { b.clone() },
-                        limit: None,
-                        mode: None,
+                        top_k: None,
+                        ..SearchRequest::default()
                     })
                     .collect();
                 let on_cpu: Vec<SearchResult> =

@@ -1,0 +1,545 @@
+//! mem0's wire format, as its Python clients (mem0ai 0.1.x and 2.x) send and read it: request
+//! bodies and query strings (a scope given by top-level ids or by `filters`, pages, the fields
+//! accepted and not used), and answers in mem0's shapes (pages, history records, entities).
+//! Owns the translation both ways and its error messages, which name the field. Must not route,
+//! answer HTTP or call the [`Service`](super::Service) (`serve::http` does).
+
+use std::collections::{BTreeMap, HashMap};
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+
+use super::api::{MemoryItem, Message, Order, Page, Scope, SearchRequest};
+use crate::error::{Error, Result};
+use crate::retrieve::Mode;
+use crate::store::HistoryEvent;
+
+/// mem0's default page size (`page_size`), and the most a page may hold.
+pub const DEFAULT_PAGE_SIZE: usize = 100;
+
+/// Fields mem0's clients send that Myelin accepts without using them: the platform's
+/// organisation and project (0.1.x clients add them to every request once `/v1/ping/` names
+/// them), the answer format and API version 0.1.x clients ask for, and `async_mode` (every
+/// write is durable when it answers).
+const ACCEPTED_UNUSED: [&str; 5] = ["org_id", "project_id", "output_format", "version", "async_mode"];
+
+/// What mem0 says when a request stored messages as given: Myelin has no LLM to infer facts.
+pub const STORED_AS_GIVEN: &str = "stored as given: Myelin keeps the messages themselves and does not infer facts with an LLM (infer is taken as false)";
+
+/// The fields of one body or query string, taken one by one; what is left is an error.
+#[derive(Debug)]
+pub struct Fields {
+    map: Map<String, Value>,
+    /// Where they came from, for errors ("body", "query").
+    place: &'static str,
+}
+
+impl Fields {
+    /// A JSON body's fields (it must be an object).
+    pub fn body(value: Value) -> Result<Fields> {
+        match value {
+            Value::Object(map) => Ok(Fields { map, place: "body" }),
+            other => Err(Error::InvalidArgument(format!("body: expected a JSON object, got {}", kind(&other)))),
+        }
+    }
+
+    /// A query string's fields (every value text).
+    pub fn query(params: HashMap<String, String>) -> Fields {
+        Fields { map: params.into_iter().map(|(k, v)| (k, Value::String(v))).collect(), place: "query" }
+    }
+
+    fn error(&self, key: &str, message: impl std::fmt::Display) -> Error {
+        Error::InvalidArgument(format!("{} field `{key}`: {message}", self.place))
+    }
+
+    /// Field `key` as a `T` (absent or null: none).
+    pub fn take<T: DeserializeOwned>(&mut self, key: &str) -> Result<Option<T>> {
+        match self.map.remove(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => serde_json::from_value(v).map(Some).map_err(|e| self.error(key, e)),
+        }
+    }
+
+    /// Field `key` as a count: a number, or its text in a query string.
+    pub fn count(&mut self, key: &str) -> Result<Option<usize>> {
+        match self.map.remove(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => s
+                .trim()
+                .parse()
+                .map(Some)
+                .map_err(|_| self.error(key, format!("'{}' is not a count", s.escape_debug()))),
+            Some(v) => serde_json::from_value(v).map(Some).map_err(|e| self.error(key, e)),
+        }
+    }
+
+    /// The scope named by the `user_id`, `agent_id`, `run_id` fields and the `filters`.
+    pub fn scope(&mut self) -> Result<Scope> {
+        let mut scope =
+            Scope { user_id: self.take("user_id")?, agent_id: self.take("agent_id")?, run_id: self.take("run_id")? };
+        let filters = match self.map.remove("filters") {
+            None | Some(Value::Null) => None,
+            // A query string carries the filters as JSON text.
+            Some(Value::String(text)) => Some(
+                serde_json::from_str(&text).map_err(|e| self.error("filters", format!("not a JSON object: {e}")))?,
+            ),
+            Some(other) => Some(other),
+        };
+        if let Some(filters) = filters {
+            merge_filters(&mut scope, &filters, "filters")?;
+        }
+        Ok(scope)
+    }
+
+    /// A page: mem0's `page` (from 1) and `page_size`, or Myelin's `offset` and `limit`.
+    pub fn page(&mut self) -> Result<Page> {
+        let (page, size) = (self.count("page")?, self.count("page_size")?);
+        let (offset, limit) = (self.count("offset")?, self.count("limit")?);
+        if (page.is_some() || size.is_some()) && (offset.is_some() || limit.is_some()) {
+            return Err(self.error("page", "give page and page_size, or offset and limit, not both"));
+        }
+        if page == Some(0) {
+            return Err(self.error("page", "pages are numbered from 1"));
+        }
+        match (page, size) {
+            (None, None) => Ok(Page::or_default(offset, limit)),
+            (page, size) => {
+                let size = size.unwrap_or(DEFAULT_PAGE_SIZE);
+                Ok(Page { offset: (page.unwrap_or(1) - 1).saturating_mul(size), limit: size })
+            }
+        }
+    }
+
+    /// Ends the parse: any field not taken is an error naming it (a typo, or something Myelin
+    /// does not do, is never silently ignored).
+    pub fn finish(mut self) -> Result<()> {
+        for key in ACCEPTED_UNUSED {
+            self.map.remove(key);
+        }
+        match self.map.keys().next() {
+            None => Ok(()),
+            Some(key) => Err(self.error(key, "not a field Myelin reads")),
+        }
+    }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Adds the scope ids `filters` (at `place`) requires to `scope`: equalities on `user_id`,
+/// `agent_id` and `run_id` (a string, or `{"eq": string}`), directly or under `AND`. Anything
+/// else is an error naming it: Myelin keeps each scope apart, so a filter that spans scopes
+/// (`OR`, a wildcard) or reads what it does not store has no answer yet.
+pub fn merge_filters(scope: &mut Scope, filters: &Value, place: &str) -> Result<()> {
+    let Value::Object(map) = filters else {
+        return Err(Error::InvalidArgument(format!("{place}: expected an object, got {}", kind(filters))));
+    };
+    for (key, value) in map {
+        let at = format!("{place}.{key}");
+        let slot = match key.as_str() {
+            "user_id" => &mut scope.user_id,
+            "agent_id" => &mut scope.agent_id,
+            "run_id" => &mut scope.run_id,
+            "AND" => {
+                let Value::Array(parts) = value else {
+                    return Err(Error::InvalidArgument(format!("{at}: expected an array of filters")));
+                };
+                for (i, part) in parts.iter().enumerate() {
+                    merge_filters(scope, part, &format!("{at}[{i}]"))?;
+                }
+                continue;
+            }
+            _ => {
+                return Err(Error::InvalidArgument(format!(
+                    "{at}: not supported; Myelin filters by user_id, agent_id and run_id (equality, AND)"
+                )));
+            }
+        };
+        let id = match value {
+            Value::String(s) if s != "*" => s.clone(),
+            Value::Object(op) if op.len() == 1 && op.get("eq").is_some_and(Value::is_string) => {
+                op["eq"].as_str().unwrap_or_default().to_string()
+            }
+            other => {
+                return Err(Error::InvalidArgument(format!(
+                    "{at}: {other} is not supported; a scope filter is one id (equality)"
+                )));
+            }
+        };
+        match slot {
+            Some(old) if *old != id => {
+                return Err(Error::InvalidArgument(format!(
+                    "{at}: '{}' contradicts '{}' given before",
+                    id.escape_debug(),
+                    old.escape_debug()
+                )));
+            }
+            _ => *slot = Some(id),
+        }
+    }
+    Ok(())
+}
+
+/// An add as mem0's clients send it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Add {
+    /// Where.
+    pub scope: Scope,
+    /// What, each message dated (its own time, else the body's `timestamp`, else none: the
+    /// time of the add).
+    pub messages: Vec<Message>,
+    /// Whether the client left mem0's fact inference on (the default), which Myelin does not do.
+    pub infer: bool,
+}
+
+/// Reads an add body: `messages` (a list, one message, or a text said by the user), the scope,
+/// mem0's `timestamp` for every message without its own, `infer`. `metadata` is refused: it is
+/// not stored yet, and dropping it would lose what the client asked to keep.
+pub fn add(mut fields: Fields) -> Result<Add> {
+    let messages = match fields.map.remove("messages") {
+        None | Some(Value::Null) => return Err(fields.error("messages", "missing")),
+        Some(Value::String(text)) => vec![Message::new("user", &text)],
+        Some(Value::Array(list)) => list
+            .into_iter()
+            .enumerate()
+            .map(|(i, m)| serde_json::from_value(m).map_err(|e| fields.error("messages", format!("[{i}]: {e}"))))
+            .collect::<Result<_>>()?,
+        Some(one @ Value::Object(_)) => {
+            vec![serde_json::from_value(one).map_err(|e| fields.error("messages", e))?]
+        }
+        Some(other) => {
+            return Err(fields.error("messages", format!("expected a list of messages, got {}", kind(&other))));
+        }
+    };
+    let scope = fields.scope()?;
+    let timestamp = match fields.map.remove("timestamp") {
+        None => None,
+        Some(v) => super::api::when(v).map_err(|e| fields.error("timestamp", e))?,
+    };
+    let infer = fields.take::<bool>("infer")?.unwrap_or(true);
+    if let Some(metadata) = fields.take::<Map<String, Value>>("metadata")?
+        && !metadata.is_empty()
+    {
+        return Err(fields.error("metadata", "is not stored yet; add without it"));
+    }
+    fields.finish()?;
+    let messages = messages
+        .into_iter()
+        .map(|mut m: Message| {
+            m.timestamp = m.timestamp.or(timestamp);
+            m
+        })
+        .collect();
+    Ok(Add { scope, messages, infer })
+}
+
+/// Reads a search body: `query`, the scope, `top_k` (or Myelin's `limit`), `mode`, `order`.
+pub fn search(mut fields: Fields) -> Result<SearchRequest> {
+    let query: String = fields.take("query")?.ok_or_else(|| fields.error("query", "missing"))?;
+    let scope = fields.scope()?;
+    let top_k = match (fields.count("top_k")?, fields.count("limit")?) {
+        (Some(_), Some(_)) => return Err(fields.error("limit", "give top_k or limit, not both")),
+        (k, l) => k.or(l),
+    };
+    let mode: Option<Mode> = fields.take("mode")?;
+    let order: Option<Order> = fields.take("order")?;
+    fields.finish()?;
+    Ok(SearchRequest { query, scope, top_k, mode, order: order.unwrap_or_default() })
+}
+
+/// Reads a listing (its body and its query string together): the scope and the page.
+pub fn list(mut body: Fields, mut query: Fields) -> Result<(Scope, Page)> {
+    let mut scope = body.scope()?;
+    let more = query.scope()?;
+    for (slot, other) in
+        [(&mut scope.user_id, more.user_id), (&mut scope.agent_id, more.agent_id), (&mut scope.run_id, more.run_id)]
+    {
+        match (&slot, other) {
+            (Some(a), Some(b)) if *a != b => {
+                return Err(Error::InvalidArgument(format!(
+                    "the query string's scope ('{}') contradicts the body's ('{}')",
+                    b.escape_debug(),
+                    a.escape_debug()
+                )));
+            }
+            (_, Some(b)) => *slot = Some(b),
+            _ => {}
+        }
+    }
+    let (a, b) = (body.page()?, query.page()?);
+    let page = if a == Page::default() { b } else { a };
+    body.finish()?;
+    query.finish()?;
+    Ok((scope, page))
+}
+
+/// A page of memories in mem0's shape: `count` (all the scope's memories), `next` and
+/// `previous` (the paths of the neighbouring pages, or null), `results`.
+pub fn page_answer(path: &str, page: Page, count: usize, results: Vec<MemoryItem>) -> Value {
+    let size = page.limit.max(1);
+    let number = page.offset / size + 1;
+    let link = |n: usize| format!("{path}?page={n}&page_size={size}");
+    json!({
+        "count": count,
+        "next": (page.offset + page.limit < count).then(|| link(number + 1)),
+        "previous": (number > 1).then(|| link(number - 1)),
+        "results": results,
+    })
+}
+
+/// One history record in mem0's shape.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HistoryRecord {
+    /// The event's id: the memory's id and the event's number (`<id>-<n>`, from 0).
+    pub id: String,
+    /// The memory.
+    pub memory_id: String,
+    /// `ADD` or `DELETE`.
+    pub event: String,
+    /// The text before the event (none for an add; a deleted memory's text is not kept).
+    pub old_memory: Option<String>,
+    /// The text after it: the memory's text for an add while it exists, none after a delete.
+    pub new_memory: Option<String>,
+    /// The scope it belonged to.
+    #[serde(flatten)]
+    pub scope: Scope,
+    /// When.
+    pub created_at: DateTime<Utc>,
+    /// The same (an event is never edited).
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A memory's history as mem0's records, oldest first; `text` is the memory's text while it
+/// exists.
+pub fn history(events: &[HistoryEvent], text: Option<&str>) -> Vec<HistoryRecord> {
+    events
+        .iter()
+        .enumerate()
+        .map(|(n, e)| HistoryRecord {
+            id: format!("{}-{n}", e.memory_id),
+            memory_id: e.memory_id.clone(),
+            event: e.event.clone(),
+            old_memory: None,
+            new_memory: if e.event == "ADD" { text.map(str::to_string) } else { None },
+            scope: Scope::from_key(&e.conversation).unwrap_or_default(),
+            created_at: e.at,
+            updated_at: e.at,
+        })
+        .collect()
+}
+
+/// mem0's entity listing from every scope's memory count: one entry per user, agent and run
+/// id, with the memories of the scopes that hold it.
+pub fn entities(scopes: &[(Scope, usize)]) -> Value {
+    let mut counts: BTreeMap<(&'static str, String), usize> = BTreeMap::new();
+    for (scope, n) in scopes {
+        for (kind, id) in [("user", &scope.user_id), ("agent", &scope.agent_id), ("run", &scope.run_id)] {
+            if let Some(id) = id {
+                *counts.entry((kind, id.clone())).or_default() += n;
+            }
+        }
+    }
+    let results: Vec<Value> = counts
+        .into_iter()
+        .map(|((kind, name), n)| json!({"id": name, "name": name, "type": kind, "total_memories": n}))
+        .collect();
+    json!({ "count": results.len(), "results": results })
+}
+
+/// The scopes holding entity `name` of `kind` (`user`, `agent`, `run`).
+pub fn entity_scopes(scopes: &[(Scope, usize)], kind: &str, name: &str) -> Result<Vec<Scope>> {
+    let part = |s: &Scope| match kind {
+        "user" => Ok(s.user_id.clone()),
+        "agent" => Ok(s.agent_id.clone()),
+        "run" => Ok(s.run_id.clone()),
+        other => {
+            Err(Error::InvalidArgument(format!("entity type '{}': expected user, agent or run", other.escape_debug())))
+        }
+    };
+    let mut found = Vec::new();
+    for (scope, _) in scopes {
+        if part(scope)?.as_deref() == Some(name) {
+            found.push(scope.clone());
+        }
+    }
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn body(v: Value) -> Fields {
+        Fields::body(v).unwrap()
+    }
+
+    #[test]
+    fn an_add_reads_each_client_generation() {
+        // 2.x: a list, the scope top level, infer left on, a Unix time.
+        let a = add(body(json!({"messages": [{"role": "user", "content": "hi", "name": "Alex"}],
+                                 "user_id": "alex", "timestamp": 1_700_000_000})))
+        .unwrap();
+        assert_eq!(a.scope, Scope::user("alex"));
+        assert!(a.infer);
+        assert_eq!(a.messages[0].speaker(), "Alex");
+        assert_eq!(a.messages[0].timestamp.unwrap().timestamp(), 1_700_000_000);
+        // 0.1.x: org and project, output format and version, are accepted.
+        let a = add(body(json!({"messages": [{"role": "assistant", "content": "ok",
+                                 "timestamp": "2024-05-01T10:00:00Z"}],
+                                 "agent_id": "a", "org_id": "o", "project_id": "p",
+                                 "output_format": "v1.1", "version": "v2", "infer": false})))
+        .unwrap();
+        assert_eq!(a.scope.agent_id.as_deref(), Some("a"));
+        assert!(!a.infer);
+        assert_eq!(a.messages[0].timestamp.unwrap().to_rfc3339(), "2024-05-01T10:00:00+00:00");
+        // A text is one message of the user.
+        assert_eq!(
+            add(body(json!({"messages": "hello", "run_id": "r"}))).unwrap().messages,
+            [Message::new("user", "hello")]
+        );
+    }
+
+    #[test]
+    fn what_is_not_read_is_named() {
+        let err = |v: Value| add(body(v)).unwrap_err().to_string();
+        assert_eq!(
+            err(json!({"messages": "x", "user_id": "u", "threshold": 0.5})),
+            "body field `threshold`: not a field Myelin reads"
+        );
+        assert!(
+            err(json!({"messages": "x", "user_id": "u", "metadata": {"k": 1}}))
+                .contains("`metadata`: is not stored yet")
+        );
+        assert!(err(json!({"user_id": "u"})).contains("`messages`: missing"));
+        assert!(err(json!({"messages": [{"role": "user"}], "user_id": "u"})).contains("[0]: missing field `content`"));
+        assert!(err(json!({"messages": "x", "timestamp": "yesterday"})).contains("time 'yesterday'"));
+        let err =
+            search(body(json!({"query": "q", "filters": {"OR": [{"user_id": "a"}, {"user_id": "b"}]}}))).unwrap_err();
+        assert!(err.to_string().starts_with("filters.OR: not supported"), "{err}");
+        let err =
+            search(body(json!({"query": "q", "filters": {"AND": [{"user_id": "a"}, {"user_id": {"in": ["b"]}}]}})));
+        assert!(err.unwrap_err().to_string().starts_with("filters.AND[1].user_id: {\"in\":[\"b\"]} is not supported"));
+        let err = search(body(json!({"query": "q", "user_id": "a", "filters": {"user_id": "b"}}))).unwrap_err();
+        assert!(err.to_string().contains("'b' contradicts 'a'"), "{err}");
+    }
+
+    #[test]
+    fn a_search_reads_filters_top_k_and_order() {
+        let s = search(body(json!({"query": "q", "filters": {"AND": [{"user_id": "u"}, {"run_id": {"eq": "r"}}]},
+                                   "top_k": 3, "order": "time", "mode": "bm25"})))
+        .unwrap();
+        assert_eq!(s.scope, Scope { user_id: Some("u".into()), agent_id: None, run_id: Some("r".into()) });
+        assert_eq!((s.top_k, s.order, s.mode), (Some(3), Order::Time, Some(Mode::Bm25)));
+        assert_eq!(search(body(json!({"query": "q", "user_id": "u", "limit": 2}))).unwrap().top_k, Some(2));
+        assert_eq!(search(body(json!({"query": "q", "user_id": "u"}))).unwrap().order, Order::Score);
+    }
+
+    #[test]
+    fn a_listing_pages_as_mem0_and_as_myelin() {
+        let q =
+            |pairs: &[(&str, &str)]| Fields::query(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+        let (scope, page) =
+            list(body(json!({"filters": {"user_id": "u"}})), q(&[("page", "3"), ("page_size", "20")])).unwrap();
+        assert_eq!((scope, page), (Scope::user("u"), Page { offset: 40, limit: 20 }));
+        let (_, page) = list(body(json!({})), q(&[("user_id", "u"), ("offset", "5"), ("limit", "2")])).unwrap();
+        assert_eq!(page, Page { offset: 5, limit: 2 });
+        let (_, page) = list(body(json!({})), q(&[("user_id", "u"), ("filters", r#"{"agent_id":"a"}"#)])).unwrap();
+        assert_eq!(page, Page::default());
+        assert!(list(body(json!({})), q(&[("page", "0")])).unwrap_err().to_string().contains("numbered from 1"));
+        assert!(list(body(json!({})), q(&[("page", "two")])).unwrap_err().to_string().contains("'two' is not a count"));
+        let a = page_answer("/v3/memories/", Page { offset: 20, limit: 20 }, 45, Vec::new());
+        assert_eq!(a["next"], "/v3/memories/?page=3&page_size=20");
+        assert_eq!(a["previous"], "/v3/memories/?page=1&page_size=20");
+        assert_eq!(page_answer("/v3/memories/", Page { offset: 0, limit: 100 }, 3, Vec::new())["next"], Value::Null);
+    }
+
+    #[test]
+    fn entities_count_each_id_over_its_scopes() {
+        let both = Scope { user_id: Some("u".into()), agent_id: Some("a".into()), run_id: None };
+        let scopes = [(Scope::user("u"), 2), (both.clone(), 3)];
+        let e = entities(&scopes);
+        assert_eq!(
+            e["results"],
+            json!([
+                {"id": "a", "name": "a", "type": "agent", "total_memories": 3},
+                {"id": "u", "name": "u", "type": "user", "total_memories": 5}
+            ])
+        );
+        assert_eq!(entity_scopes(&scopes, "agent", "a").unwrap(), [both]);
+        assert!(entity_scopes(&scopes, "app", "a").is_err());
+    }
+
+    fn id() -> impl Strategy<Value = Option<String>> {
+        proptest::option::of("[a-z]{1,6}")
+    }
+
+    proptest! {
+        /// However the ids are spread over top-level fields, filters and nested ANDs, the scope
+        /// is the same.
+        #[test]
+        fn filters_and_fields_name_one_scope(user in id(), agent in id(), run in id(), split in 0usize..4) {
+            let scope = Scope { user_id: user, agent_id: agent, run_id: run };
+            let parts: Vec<Value> = [("user_id", &scope.user_id), ("agent_id", &scope.agent_id), ("run_id", &scope.run_id)]
+                .into_iter()
+                .filter_map(|(k, v)| v.as_ref().map(|v| json!({ k: v })))
+                .collect();
+            let mut request = json!({"query": "q"});
+            match split {
+                0 => for p in &parts { request.as_object_mut().unwrap().extend(p.as_object().unwrap().clone()) },
+                1 => request["filters"] = json!({"AND": parts}),
+                2 => request["filters"] = json!({"AND": [{"AND": parts}]}),
+                _ => {
+                    let mut flat = Map::new();
+                    for p in &parts { flat.extend(p.as_object().unwrap().clone()) }
+                    request["filters"] = Value::Object(flat);
+                }
+            }
+            prop_assert_eq!(search(body(request)).unwrap().scope, scope);
+        }
+
+        /// Any JSON body is answered with a request or an error, never a panic.
+        #[test]
+        fn any_body_parses_or_fails_cleanly(v in any_json()) {
+            let _ = Fields::body(v.clone()).and_then(search);
+            let _ = Fields::body(v).and_then(add);
+        }
+    }
+
+    fn any_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            "[a-z*]{0,4}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            let key = prop_oneof![
+                Just("query".to_string()),
+                Just("messages".to_string()),
+                Just("filters".to_string()),
+                Just("AND".to_string()),
+                Just("user_id".to_string()),
+                Just("top_k".to_string()),
+                Just("timestamp".to_string()),
+                Just("eq".to_string()),
+                "[a-z]{1,3}".prop_map(String::from),
+            ];
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..3).prop_map(Value::Array),
+                proptest::collection::btree_map(key, inner, 0..4).prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+}
