@@ -19,7 +19,7 @@ use myelin::config::Config;
 use myelin::eval::EvalOptions;
 use myelin::gpu::Backend;
 use myelin::knowing::GateOptions;
-use myelin::retrieve::Mode;
+use myelin::retrieve::{Mode, Order};
 
 pub use groups::{IngestFlags, RetrieveFlags, ServeFlags, TrainFlags};
 
@@ -146,6 +146,10 @@ pub struct QueryArgs {
     /// Show why each episode surfaced: anchors, activation per step, inhibition, path.
     #[arg(long)]
     pub explain: bool,
+    /// The order of the episodes: `score` (best first) or `time` (as they were said, the
+    /// paper's hand-over order).
+    #[arg(long, value_enum, default_value_t = Order::default())]
+    pub order: Order,
 }
 
 #[derive(Args, Debug)]
@@ -292,6 +296,15 @@ pub struct McpArgs {
     /// Open the store without writing it (as `serve --read-only`): add and delete tools fail.
     #[arg(long)]
     pub read_only: bool,
+    /// The user a tool call that names no scope works for (OpenMemory's tools name none).
+    #[arg(long)]
+    pub user_id: Option<String>,
+    /// The agent a tool call that names no scope works for.
+    #[arg(long)]
+    pub agent_id: Option<String>,
+    /// The run a tool call that names no scope works in.
+    #[arg(long)]
+    pub run_id: Option<String>,
     #[command(flatten)]
     pub serving: ServeFlags,
     #[command(flatten)]

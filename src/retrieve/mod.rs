@@ -23,7 +23,7 @@ pub use config::{Gate, GnnConfig, Mode, RetrieveConfig};
 
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::activation::{self, Resting, Spreading, Trace};
 use crate::embed::EMBEDDING_DIM;
@@ -114,11 +114,39 @@ pub struct Retrieval {
     pub anchors: Vec<u32>,
 }
 
+/// The order a result is shown in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Order {
+    /// Best first (mem0's contract).
+    #[default]
+    Score,
+    /// In the order they were said: the paper's hand-over order, for building a prompt.
+    Time,
+}
+
+impl Order {
+    /// Its name in requests and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Order::Score => "score",
+            Order::Time => "time",
+        }
+    }
+}
+
 impl Retrieval {
-    /// Episode indices in time (conversation) order: how the result is handed over.
+    /// Episode indices in time (conversation) order: how the paper hands the result over.
     pub fn time_ordered(&self) -> Vec<&Hit> {
+        self.in_order(Order::Time)
+    }
+
+    /// The hits best first, or in time order.
+    pub fn in_order(&self, order: Order) -> Vec<&Hit> {
         let mut hits: Vec<&Hit> = self.hits.iter().collect();
-        hits.sort_by_key(|h| h.episode);
+        if order == Order::Time {
+            hits.sort_by_key(|h| h.episode);
+        }
         hits
     }
 }

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::conversation::turn_of;
 use crate::error::{Error, Result};
-use crate::retrieve::{Memory, Mode, Retrieval};
+use crate::retrieve::{Memory, Mode, Order, Retrieval};
 use crate::store::Episode;
 
 /// Longest scope id part, in bytes.
@@ -185,27 +185,6 @@ pub struct SearchRequest {
     /// The order of the results (default: best first).
     #[serde(default)]
     pub order: Order,
-}
-
-/// The order of a search's results.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Order {
-    /// Best first (mem0's contract).
-    #[default]
-    Score,
-    /// In the order they were said: the paper's hand-over order, for building a prompt.
-    Time,
-}
-
-impl Order {
-    /// Its name in requests.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Order::Score => "score",
-            Order::Time => "time",
-        }
-    }
 }
 
 /// What a search found.

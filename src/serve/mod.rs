@@ -35,6 +35,7 @@ mod state;
 pub mod wire;
 mod writer;
 
-pub use api::{MAX_ID_BYTES, MemoryItem, Message, Order, Page, Scope, SearchRequest, SearchResult, Stats};
+pub use crate::retrieve::Order;
+pub use api::{MAX_ID_BYTES, MemoryItem, Message, Page, Scope, SearchRequest, SearchResult, Stats};
 pub use blocking::BlockingService;
 pub use service::Service;

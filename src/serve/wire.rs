@@ -11,9 +11,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
-use super::api::{MemoryItem, Message, Order, Page, Scope, SearchRequest};
+use super::api::{MemoryItem, Message, Page, Scope, SearchRequest};
 use crate::error::{Error, Result};
-use crate::retrieve::Mode;
+use crate::retrieve::{Mode, Order};
 use crate::store::HistoryEvent;
 
 /// mem0's default page size (`page_size`), and the most a page may hold.

@@ -19,6 +19,9 @@ os.environ.setdefault("MEM0_TELEMETRY", "False")  # no network: mem0's telemetry
 
 from mem0 import MemoryClient  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checks import Check  # noqa: E402
+
 
 def mem0_version():
     """The version of the mem0ai on the import path (two may be installed side by side)."""
@@ -29,18 +32,6 @@ def mem0_version():
         if entry.startswith("mem0ai-") and entry.endswith(".dist-info"):
             return entry[len("mem0ai-"):-len(".dist-info")]
     return importlib.metadata.version("mem0ai")
-
-
-class Check:
-    def __init__(self):
-        self.n = 0
-
-    def __call__(self, name, ok, detail=""):
-        self.n += 1
-        if not ok:
-            print(f"FAIL {name}: {detail}", flush=True)
-            sys.exit(1)
-        print(f"ok   {name}", flush=True)
 
 
 def expect_error(check, name, fn, needle):

@@ -52,22 +52,28 @@ pub fn stats(store: &Path) -> serde_json::Value {
     serde_json::from_str(&ok(store, &["stats", "--json"])).expect("stats --json is JSON")
 }
 
-/// The public data sets, or `None` (with a note) when `$MYELIN_DATASETS` is unset. CI sets
-/// `MYELIN_REQUIRE_DATASETS=1`, which turns a missing directory into a failure.
-pub fn datasets() -> Option<PathBuf> {
-    let required = std::env::var("MYELIN_REQUIRE_DATASETS").is_ok_and(|v| v == "1");
-    match std::env::var_os("MYELIN_DATASETS").filter(|v| !v.is_empty()) {
-        Some(dir) => {
-            let dir = PathBuf::from(dir);
-            assert!(dir.is_dir(), "MYELIN_DATASETS={} is not a directory", dir.display());
-            Some(dir)
+/// The path in `$var`, or `None` (with a note saying what it is for) when it is unset; `$require`
+/// set to `1` (CI) turns a missing one into a failure. `is` checks what the path must be.
+fn required_path(var: &str, require: &str, what: &str, is: fn(&Path) -> bool) -> Option<PathBuf> {
+    let required = std::env::var(require).is_ok_and(|v| v == "1");
+    match std::env::var_os(var).filter(|v| !v.is_empty()) {
+        Some(path) => {
+            let path = PathBuf::from(path);
+            assert!(is(&path), "{var}={} is not {what}", path.display());
+            Some(path)
         }
         None => {
-            assert!(!required, "MYELIN_REQUIRE_DATASETS=1 but MYELIN_DATASETS is unset");
-            eprintln!("skipped: set MYELIN_DATASETS to the public data sets to run this test");
+            assert!(!required, "{require}=1 but {var} is unset");
+            eprintln!("skipped: set {var} to {what} to run this test");
             None
         }
     }
+}
+
+/// The public data sets, or `None` (with a note) when `$MYELIN_DATASETS` is unset. CI sets
+/// `MYELIN_REQUIRE_DATASETS=1`, which turns a missing directory into a failure.
+pub fn datasets() -> Option<PathBuf> {
+    required_path("MYELIN_DATASETS", "MYELIN_REQUIRE_DATASETS", "the public data sets' directory", Path::is_dir)
 }
 
 /// A JSON file the binary wrote, parsed (a missing or malformed file fails naming it).
@@ -75,21 +81,14 @@ pub fn read_json(path: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).expect("json")
 }
 
-/// The Python of the clients' environment (`scripts/python-clients.sh`: LanceDB, pinned), or
-/// `None` (with a note) when `$MYELIN_PYTHON` is unset. CI sets `MYELIN_REQUIRE_PYTHON=1`, which
-/// turns a missing interpreter into a failure.
+/// The Python of the clients' environment (`scripts/python-clients.sh`: LanceDB, mem0ai, the
+/// MCP SDK, pinned), or `None` (with a note) when `$MYELIN_PYTHON` is unset. CI sets
+/// `MYELIN_REQUIRE_PYTHON=1`, which turns a missing interpreter into a failure.
 pub fn python() -> Option<PathBuf> {
-    let required = std::env::var("MYELIN_REQUIRE_PYTHON").is_ok_and(|v| v == "1");
-    match std::env::var_os("MYELIN_PYTHON").filter(|v| !v.is_empty()) {
-        Some(path) => {
-            let path = PathBuf::from(path);
-            assert!(path.is_file(), "MYELIN_PYTHON={} is not a file", path.display());
-            Some(path)
-        }
-        None => {
-            assert!(!required, "MYELIN_REQUIRE_PYTHON=1 but MYELIN_PYTHON is unset");
-            eprintln!("skipped: set MYELIN_PYTHON to the clients' Python (scripts/python-clients.sh) to run this test");
-            None
-        }
-    }
+    required_path(
+        "MYELIN_PYTHON",
+        "MYELIN_REQUIRE_PYTHON",
+        "the clients' Python (scripts/python-clients.sh)",
+        Path::is_file,
+    )
 }

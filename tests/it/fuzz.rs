@@ -182,13 +182,22 @@ fn every_http_route_answers_any_body_without_a_5xx_and_names_each_error() {
 
 #[test]
 fn every_mcp_request_gets_an_answer_with_its_id_and_failing_tools_say_why() {
-    use myelin::serve::mcp::handle;
+    use myelin::serve::mcp::Mcp;
     let dir = tempfile::tempdir().expect("tempdir");
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let mut config = myelin::config::Config::default();
     config.gpu.backend = myelin::gpu::Backend::Cpu;
     let service = runtime.block_on(myelin::serve::Service::open(&dir.path().join("store"), config)).expect("service");
-    let tools = ["add_memory", "search_memory", "list_memories", "delete_memory", "nope"];
+    let mcp = Mcp::new(service, myelin::serve::Scope::default());
+    let tools = [
+        "add_memory",
+        "search_memory",
+        "list_memories",
+        "delete_memory",
+        "add_memories",
+        "delete_all_memories",
+        "nope",
+    ];
     let methods = ["initialize", "ping", "tools/list", "tools/call", "tools/call", "resources/list"];
     let cases = (0..methods.len(), 0..tools.len(), json_value(), any::<i64>(), any::<bool>());
     runner()
@@ -200,7 +209,7 @@ fn every_mcp_request_gets_an_answer_with_its_id_and_failing_tools_say_why() {
                 // The arguments as the whole message: mostly not a request at all.
                 arguments
             };
-            let answer = runtime.block_on(handle(&service, &request.to_string()));
+            let answer = runtime.block_on(mcp.handle(&request.to_string()));
             let asks = request.get("method").is_some_and(Value::is_string) && request.get("id").is_some();
             match answer {
                 None => prop_assert!(!asks, "a request with an id got no answer: {request}"),

@@ -24,22 +24,16 @@ fn write_lines(path: &Path, values: &[Value]) {
     std::fs::write(path, text).expect("write answers");
 }
 
+/// The arguments of `eval` of `CONVERSATION` of LoCoMo `file` in `modes`, then `extra`.
+fn eval_args<'a>(file: &'a str, modes: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["eval", "locomo", file, "--conversations", CONVERSATION, "--modes", modes];
+    args.extend_from_slice(extra);
+    args
+}
+
 /// `eval` of `CONVERSATION` in `modes` with `peer`'s answers, its JSON report.
 fn eval_with(store: &Path, file: &str, modes: &str, peer: &Path, json: &Path) -> Value {
-    let args = [
-        "eval",
-        "locomo",
-        file,
-        "--conversations",
-        CONVERSATION,
-        "--modes",
-        modes,
-        "--peer",
-        peer.to_str().unwrap(),
-        "--json",
-        json.to_str().unwrap(),
-    ];
-    ok(store, &args);
+    ok(store, &eval_args(file, modes, &["--peer", peer.to_str().unwrap(), "--json", json.to_str().unwrap()]));
     read_json(json)
 }
 
@@ -78,20 +72,8 @@ fn a_peer_is_given_every_question_and_scored_as_the_modes_are() {
     // A peer that replays bm25's answers scores exactly as bm25 does.
     let per_question = dir.path().join("per-question.jsonl");
     let bm25 = dir.path().join("bm25.json");
-    let args = [
-        "eval",
-        "locomo",
-        file,
-        "--conversations",
-        CONVERSATION,
-        "--modes",
-        "bm25",
-        "--per-question",
-        per_question.to_str().unwrap(),
-        "--json",
-        bm25.to_str().unwrap(),
-    ];
-    ok(&store, &args);
+    let to_files = ["--per-question", per_question.to_str().unwrap(), "--json", bm25.to_str().unwrap()];
+    ok(&store, &eval_args(file, "bm25", &to_files));
     let answers: Vec<Value> = lines(&per_question)
         .iter()
         .map(|q| {
@@ -117,18 +99,7 @@ fn a_peer_is_given_every_question_and_scored_as_the_modes_are() {
     let bad = dir.path().join("bad.jsonl");
     let eval_bad = |values: &[Value]| {
         write_lines(&bad, values);
-        let args = [
-            "eval",
-            "locomo",
-            file,
-            "--conversations",
-            CONVERSATION,
-            "--modes",
-            "bm25",
-            "--peer",
-            bad.to_str().unwrap(),
-        ];
-        fails(&store, &args)
+        fails(&store, &eval_args(file, "bm25", &["--peer", bad.to_str().unwrap()]))
     };
     let mut unknown = answers.clone();
     unknown[3]["returned"] = json!(["D1:1", "nope"]);

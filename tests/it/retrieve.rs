@@ -41,13 +41,14 @@ fn demo_queries_find_their_evidence_in_every_mode() {
         assert_eq!(v["mode"], mode);
         let ids = turn_ids(&v);
         assert!(ids.contains(&"D1:8".to_string()), "{mode}: evidence D1:8 not in {ids:?}");
-        // Handed over in time order, ranks say the score order.
-        let positions: Vec<(u64, u64)> = v["episodes"]
-            .as_array()
-            .unwrap()
+        // Best first by default: the ranks in order.
+        let ranks: Vec<u64> = v["episodes"].as_array().unwrap().iter().map(|e| e["rank"].as_u64().unwrap()).collect();
+        assert_eq!(ranks, (1..=ids.len() as u64).collect::<Vec<_>>(), "{mode}");
+        // `--order time`: the same episodes as they were said (the paper's hand-over order).
+        let t = query(&store, &["--mode", mode, "--top-k", "5", "--order", "time", "What is the name of Tom's dog?"]);
+        let positions: Vec<(u64, u64)> = turn_ids(&t)
             .iter()
-            .map(|e| {
-                let id = e["turn_id"].as_str().unwrap();
+            .map(|id| {
                 let (s, t) = id.trim_start_matches('D').split_once(':').unwrap();
                 (s.parse().unwrap(), t.parse().unwrap())
             })
@@ -55,10 +56,10 @@ fn demo_queries_find_their_evidence_in_every_mode() {
         let mut sorted = positions.clone();
         sorted.sort();
         assert_eq!(positions, sorted, "{mode}: not in time order");
-        let mut ranks: Vec<u64> =
-            v["episodes"].as_array().unwrap().iter().map(|e| e["rank"].as_u64().unwrap()).collect();
-        ranks.sort();
-        assert_eq!(ranks, (1..=ids.len() as u64).collect::<Vec<_>>());
+        let (mut a, mut b) = (ids.clone(), turn_ids(&t));
+        a.sort();
+        b.sort();
+        assert_eq!(a, b, "{mode}: --order changed what was returned");
     }
 
     // Synapse reports every signal and explains the path.

@@ -541,10 +541,20 @@ fn mcp_on_stdio_lists_its_tools_and_adds_searches_lists_deletes() {
         json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}),
     );
     assert_eq!(init["result"]["serverInfo"]["name"], "myelin");
+    // The client's revision when the server speaks it, else the newest the server speaks.
+    assert_eq!(init["result"]["protocolVersion"], "2025-06-18");
+    let old = rpc("initialize", json!({"protocolVersion": "2024-11-05", "capabilities": {}}));
+    assert_eq!(old["result"]["protocolVersion"], "2024-11-05");
+    let unknown = rpc("initialize", json!({"protocolVersion": "1999-01-01", "capabilities": {}}));
+    assert_eq!(unknown["result"]["protocolVersion"], myelin::serve::mcp::PROTOCOL_VERSIONS[3]);
     let tools = rpc("tools/list", json!({}));
     let names: Vec<&str> =
         tools["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["add_memory", "search_memory", "list_memories", "delete_memory"]);
+    assert_eq!(
+        names,
+        ["add_memory", "search_memory", "list_memories", "delete_memory", "add_memories", "delete_all_memories"]
+    );
+    assert!(tools["result"]["tools"].as_array().unwrap().iter().all(|t| t["outputSchema"]["type"] == "object"));
     let call = |rpc: &mut dyn FnMut(&str, Value) -> Value, name: &str, arguments: Value| -> Value {
         let v = rpc("tools/call", json!({"name": name, "arguments": arguments}));
         assert!(v["result"]["isError"].is_null(), "{name}: {v}");

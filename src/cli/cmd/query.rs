@@ -10,7 +10,7 @@ use myelin::config::Config;
 use myelin::embed::Embedder;
 use myelin::retrieve::bm25::Analyzer;
 use myelin::retrieve::engine::Engine;
-use myelin::retrieve::{Mode, Query};
+use myelin::retrieve::{Mode, Order, Query};
 use myelin::store::Store;
 
 use crate::cli::Globals;
@@ -19,9 +19,9 @@ use crate::cli::render::{self, Answer};
 
 pub fn run(args: QueryArgs, mut config: Config, g: &Globals) -> anyhow::Result<()> {
     args.tuning.apply(&mut config)?;
-    let QueryArgs { conversation, question, json, explain, .. } = args;
+    let QueryArgs { conversation, question, json, explain, order, .. } = args;
     let mode = config.retrieve.mode;
-    g.runtime.block_on(query(&g.store, &config, &conversation, &question, mode, json, explain))
+    g.runtime.block_on(query(&g.store, &config, &conversation, &question, (mode, order), json, explain))
 }
 
 async fn query(
@@ -29,7 +29,7 @@ async fn query(
     config: &Config,
     conversation: &str,
     question: &str,
-    mode: Mode,
+    (mode, order): (Mode, Order),
     json: bool,
     explain: bool,
 ) -> anyhow::Result<()> {
@@ -60,6 +60,7 @@ async fn query(
         conversation,
         question,
         mode,
+        order,
         memory,
         result: &result,
         explanations: &explanations,

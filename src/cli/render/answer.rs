@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use myelin::retrieve::engine::Choice;
-use myelin::retrieve::{Explanation, Gate, Memory, Mode, Retrieval};
+use myelin::retrieve::{Explanation, Gate, Memory, Mode, Order, Retrieval};
 
 use super::{json, table};
 
@@ -30,6 +30,8 @@ pub struct Answer<'a> {
     pub question: &'a str,
     /// The mode it ran in.
     pub mode: Mode,
+    /// The order to show the episodes in.
+    pub order: Order,
     /// The memory it ran on.
     pub memory: &'a Memory,
     /// What it returned.
@@ -48,15 +50,15 @@ pub struct Answer<'a> {
     pub backend: &'a Choice,
 }
 
-/// `myelin query`'s output: JSON, or lines, a table of the episodes in time order and, with
-/// explanations, a line per hit.
+/// `myelin query`'s output: JSON, or lines, a table of the episodes (best first, or in time
+/// order) and, with explanations, a line per hit.
 pub fn answer(a: &Answer<'_>, as_json: bool) -> anyhow::Result<()> {
     let (result, memory, mode) = (a.result, a.memory, a.mode);
     let ranks: HashMap<u32, usize> = result.hits.iter().enumerate().map(|(r, h)| (h.episode, r + 1)).collect();
     let episodes = memory.episodes();
     if as_json {
         let hits: Vec<serde_json::Value> = result
-            .time_ordered()
+            .in_order(a.order)
             .iter()
             .map(|h| {
                 let e = &episodes[h.episode as usize];
@@ -103,8 +105,9 @@ pub fn answer(a: &Answer<'_>, as_json: bool) -> anyhow::Result<()> {
         return Ok(());
     }
     println!(
-        "{gate}; {} episodes in time order; retrieval {:.2} ms, query embedding {:.1} ms",
+        "{gate}; {} episodes {}; retrieval {:.2} ms, query embedding {:.1} ms",
         result.hits.len(),
+        if a.order == Order::Time { "in time order" } else { "best first" },
         a.retrieve_ms,
         a.embed_ms
     );
@@ -115,7 +118,7 @@ pub fn answer(a: &Answer<'_>, as_json: bool) -> anyhow::Result<()> {
     header.push("score");
     t.set_header(header);
     let opt = |x: Option<f32>| x.map_or("-".to_string(), |v| format!("{v:.3}"));
-    for h in result.time_ordered() {
+    for h in result.in_order(a.order) {
         let e = &episodes[h.episode as usize];
         let mut row = vec![
             ranks[&h.episode].to_string(),
