@@ -13,6 +13,9 @@ if [ -z "${MYELIN_DATASETS:-}" ] && [ -d ../shared/datasets ]; then
   export MYELIN_DATASETS="$(cd ../shared/datasets && pwd)"
 fi
 # The Python clients the tests drive (LanceDB), in an environment outside the clone.
-export MYELIN_PYTHON="${MYELIN_PYTHON:-$(scripts/python-clients.sh)}"
+if [ -z "${MYELIN_PYTHON:-}" ]; then
+  MYELIN_PYTHON="$(scripts/python-clients.sh)"   # a failure here stops the script (set -e)
+  export MYELIN_PYTHON
+fi
 export PROPTEST_CASES="${PROPTEST_CASES:-64}"
 cargo test --locked --no-fail-fast "$@"

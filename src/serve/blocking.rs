@@ -57,6 +57,11 @@ impl BlockingService {
         self.runtime.block_on(self.service.search_batch(requests))
     }
 
+    /// [`Service::update`].
+    pub fn update(&self, id: &str, text: &str) -> Result<MemoryItem> {
+        self.runtime.block_on(self.service.update(id, text))
+    }
+
     /// [`Service::get`].
     pub fn get(&self, id: &str) -> Result<MemoryItem> {
         self.runtime.block_on(self.service.get(id))

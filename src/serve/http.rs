@@ -186,34 +186,31 @@ async fn delete_one(State(s): State<Service>, Path(id): Path<String>, p: Params)
     Ok(Json(json!({ "message": "Memory deleted successfully!", "deleted": id })).into_response())
 }
 
-async fn update_one(Path(id): Path<String>) -> ApiError {
-    ApiError(
-        StatusCode::NOT_IMPLEMENTED,
-        format!("updating memory '{}' is not supported yet: delete it and add the new text", id.escape_debug()),
-    )
+/// mem0's update: `{"text"}` replaces the memory's text (same id; re-embedded).
+async fn update_one(State(s): State<Service>, Path(id): Path<String>, p: Params, b: Body) -> Answer {
+    params(p)?.finish()?;
+    let text = wire::update(body(b)?)?;
+    let mut answer = json!(s.update(&id, &text).await?);
+    answer["event"] = json!("UPDATE");
+    answer["message"] = json!("Memory updated successfully!");
+    Ok(Json(answer).into_response())
 }
 
-async fn batch_update() -> ApiError {
-    ApiError(
-        StatusCode::NOT_IMPLEMENTED,
-        "updating memories is not supported yet: delete them and add the new text".into(),
-    )
+/// `{"memories": [{"memory_id", "text"}, …]}`: each updated in turn; the first that fails stops
+/// the batch and is named (those before it are updated).
+async fn batch_update(State(s): State<Service>, b: Body) -> Answer {
+    let mut updated = Vec::new();
+    for (id, text) in wire::batch(body(b)?, true)? {
+        s.update(&id, &text.unwrap_or_default()).await?;
+        updated.push(id);
+    }
+    Ok(Json(json!({ "message": "Memories updated successfully!", "updated": updated })).into_response())
 }
 
 /// `{"memories": [{"memory_id": …}, …]}`: each deleted in turn; the first that fails stops
 /// the batch and is named (those before it are deleted).
 async fn batch_delete(State(s): State<Service>, b: Body) -> Answer {
-    let mut fields = body(b)?;
-    let memories: Vec<Value> = fields.take("memories")?.unwrap_or_default();
-    fields.finish()?;
-    let mut ids = Vec::with_capacity(memories.len());
-    for (i, m) in memories.into_iter().enumerate() {
-        let mut f = Fields::body(m)?;
-        let id: String =
-            f.take("memory_id")?.ok_or_else(|| Error::InvalidArgument(format!("memories[{i}]: memory_id missing")))?;
-        f.finish()?;
-        ids.push(id);
-    }
+    let ids: Vec<String> = wire::batch(body(b)?, false)?.into_iter().map(|(id, _)| id).collect();
     for id in &ids {
         s.delete(id).await?;
     }

@@ -226,6 +226,25 @@ impl Service {
         out.into_iter().map(|r| r.unwrap_or_else(|| Err(Error::Batch("search was not answered".into())))).collect()
     }
 
+    /// Replaces a memory's text: the same id, speaker and time, its passages embedded and its
+    /// scope's graph built anew; the history records an `UPDATE`. Returns the memory as it now is.
+    pub async fn update(&self, id: &str, text: &str) -> Result<MemoryItem> {
+        if text.trim().is_empty() {
+            return Err(Error::InvalidArgument("empty text: nothing to update the memory to".into()));
+        }
+        let max = self.inner.config.serve.max_add_bytes;
+        if text.len() > max {
+            return Err(Error::TooLarge(format!(
+                "the text holds {} bytes, over the limit of {max} for one write (serve.max_add_bytes)",
+                text.len()
+            )));
+        }
+        match self.write(Change::Update { id: id.to_string(), text: text.to_string() }).await? {
+            Done::Added(mut items) if items.len() == 1 => Ok(items.remove(0)),
+            _ => Err(Error::Batch("the writer answered an update with something else".into())),
+        }
+    }
+
     /// One memory by id.
     pub async fn get(&self, id: &str) -> Result<MemoryItem> {
         let key = self.inner.ids.read().await.get(id).cloned().ok_or_else(|| unknown(id))?;

@@ -283,6 +283,40 @@ pub fn list(mut body: Fields, mut query: Fields) -> Result<(Scope, Page)> {
     Ok((scope, page))
 }
 
+/// Reads an update body: `text` (required). `metadata` is refused as on an add; a time or an
+/// expiry is not a field Myelin reads.
+pub fn update(mut fields: Fields) -> Result<String> {
+    let text: String = fields.take("text")?.ok_or_else(|| fields.error("text", "missing"))?;
+    if let Some(metadata) = fields.take::<Map<String, Value>>("metadata")?
+        && !metadata.is_empty()
+    {
+        return Err(fields.error("metadata", "is not stored yet; update without it"));
+    }
+    fields.finish()?;
+    Ok(text)
+}
+
+/// Reads a batch body, `{"memories": [{"memory_id", "text"}, …]}`: (id, text) in order; `text`
+/// is required when `with_text` (an update) and refused otherwise (a deletion).
+pub fn batch(mut fields: Fields, with_text: bool) -> Result<Vec<(String, Option<String>)>> {
+    let memories: Vec<Value> = fields.take("memories")?.ok_or_else(|| fields.error("memories", "missing"))?;
+    fields.finish()?;
+    let mut out = Vec::with_capacity(memories.len());
+    for (i, m) in memories.into_iter().enumerate() {
+        let at = |e: Error| Error::InvalidArgument(format!("memories[{i}]: {e}"));
+        let mut f = Fields::body(m).map_err(at)?;
+        let id: String = f.take("memory_id").map_err(at)?.ok_or_else(|| at(f.error("memory_id", "missing")))?;
+        let text = if with_text {
+            Some(update(f).map_err(at)?)
+        } else {
+            f.finish().map_err(at)?;
+            None
+        };
+        out.push((id, text));
+    }
+    Ok(out)
+}
+
 /// A page of memories in mem0's shape: `count` (all the scope's memories), `next` and
 /// `previous` (the paths of the neighbouring pages, or null), `results`.
 pub fn page_answer(path: &str, page: Page, count: usize, results: Vec<MemoryItem>) -> Value {
@@ -304,11 +338,12 @@ pub struct HistoryRecord {
     pub id: String,
     /// The memory.
     pub memory_id: String,
-    /// `ADD` or `DELETE`.
+    /// `ADD`, `UPDATE` or `DELETE`.
     pub event: String,
-    /// The text before the event (none for an add; a deleted memory's text is not kept).
+    /// The text before the event (not kept: none).
     pub old_memory: Option<String>,
-    /// The text after it: the memory's text for an add while it exists, none after a delete.
+    /// The text after it: the memory's text, on its last add or update while it exists (earlier
+    /// texts are not kept).
     pub new_memory: Option<String>,
     /// The scope it belonged to.
     #[serde(flatten)]
@@ -322,6 +357,7 @@ pub struct HistoryRecord {
 /// A memory's history as mem0's records, oldest first; `text` is the memory's text while it
 /// exists.
 pub fn history(events: &[HistoryEvent], text: Option<&str>) -> Vec<HistoryRecord> {
+    let last = events.len().saturating_sub(1);
     events
         .iter()
         .enumerate()
@@ -330,7 +366,7 @@ pub fn history(events: &[HistoryEvent], text: Option<&str>) -> Vec<HistoryRecord
             memory_id: e.memory_id.clone(),
             event: e.event.clone(),
             old_memory: None,
-            new_memory: if e.event == "ADD" { text.map(str::to_string) } else { None },
+            new_memory: if n == last && e.event != "DELETE" { text.map(str::to_string) } else { None },
             scope: Scope::from_key(&e.conversation).unwrap_or_default(),
             created_at: e.at,
             updated_at: e.at,

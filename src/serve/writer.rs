@@ -23,9 +23,22 @@ use crate::store::{ConversationSummary, Episode, HistoryEvent, Table};
 
 /// A change the writer applies.
 pub(super) enum Change {
-    Add { key: String, scope: Scope, messages: Vec<Message> },
-    Delete { id: String },
-    DeleteAll { key: String },
+    Add {
+        key: String,
+        scope: Scope,
+        messages: Vec<Message>,
+    },
+    /// A memory's text replaced: the same id, speaker and time, its passages embedded anew.
+    Update {
+        id: String,
+        text: String,
+    },
+    Delete {
+        id: String,
+    },
+    DeleteAll {
+        key: String,
+    },
 }
 
 /// What a change did.
@@ -115,6 +128,7 @@ impl Inner {
             .iter()
             .flat_map(|j| match &j.change {
                 Change::Add { messages, .. } => messages.iter().map(|m| m.content.clone()).collect(),
+                Change::Update { text, .. } => vec![text.clone()],
                 _ => Vec::new(),
             })
             .collect();
@@ -185,6 +199,53 @@ impl Inner {
                         items.push(item(&scope, &p.episodes[from..]));
                     }
                     Done::Added(items)
+                }
+                Change::Update { id, text } => {
+                    // The new passages come first off the iterators, in job order, found or not.
+                    let (ranges, new_vectors): (Vec<_>, Vec<Vec<f32>>) = {
+                        let ranges = spans.next().unwrap_or_default();
+                        let v =
+                            ranges.iter().map(|_| vectors.next().map(<[f32]>::to_vec).unwrap_or_default()).collect();
+                        (ranges, v)
+                    };
+                    let key = match group_ids.get(&id) {
+                        Some(k) => k.clone(),
+                        None => self.ids.read().await.get(&id).cloned(),
+                    };
+                    let Some(key) = key else {
+                        let _ = job.reply.send(Err(unknown(&id)));
+                        continue;
+                    };
+                    let p = self.pending(&mut touched, &key).await;
+                    let episodes = p.whole();
+                    let Some(at) = episodes.iter().position(|e| e.turn_id == id) else {
+                        let _ = job.reply.send(Err(unknown(&id)));
+                        continue;
+                    };
+                    let n = passages_at(episodes, at).len();
+                    let first = episodes[at].clone();
+                    let passages: Vec<Episode> = ranges
+                        .into_iter()
+                        .zip(new_vectors)
+                        .enumerate()
+                        .map(|(k, (r, embedding))| Episode {
+                            turn_id: passage_id(&id, k),
+                            text: text[r].to_string(),
+                            embedding,
+                            ..first.clone()
+                        })
+                        .collect();
+                    let m = passages.len();
+                    episodes.splice(at..at + n, passages);
+                    events.push(HistoryEvent {
+                        memory_id: id.clone(),
+                        conversation: key.clone(),
+                        event: "UPDATE".into(),
+                        at: now,
+                    });
+                    p.rewrite = true;
+                    let scope = Scope::from_key(&key).unwrap_or_default();
+                    Done::Added(vec![item(&scope, &p.whole()[at..at + m])])
                 }
                 Change::Delete { id } => {
                     let key = match group_ids.get(&id) {
@@ -280,7 +341,7 @@ impl Inner {
             let mut ids = self.ids.write().await;
             for e in &events {
                 match e.event.as_str() {
-                    "ADD" => ids.insert(e.memory_id.clone(), e.conversation.clone()),
+                    "ADD" | "UPDATE" => ids.insert(e.memory_id.clone(), e.conversation.clone()),
                     _ => ids.remove(&e.memory_id),
                 };
             }

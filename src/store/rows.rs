@@ -226,7 +226,7 @@ pub struct HistoryEvent {
     pub memory_id: String,
     /// The conversation (scope) it belonged to.
     pub conversation: String,
-    /// `ADD` or `DELETE`.
+    /// `ADD`, `UPDATE` or `DELETE`.
     pub event: String,
     /// When.
     pub at: DateTime<Utc>,

@@ -111,7 +111,7 @@ impl Table {
             Table::History => vec![
                 Field::new("memory_id", DataType::Utf8, false),
                 Field::new("conversation", DataType::Utf8, false),
-                // "ADD" or "DELETE".
+                // "ADD", "UPDATE" or "DELETE".
                 Field::new("event", DataType::Utf8, false),
                 Field::new("at", ts, false),
             ],

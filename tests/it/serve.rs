@@ -399,7 +399,9 @@ fn bad_requests_get_a_4xx_and_the_token_is_enforced() {
             400,
             "filters.OR: not supported",
         ),
-        ("PUT", "/v1/memories/0123/", json!({"text": "new"}).to_string().into_bytes(), 501, "not supported yet"),
+        ("PUT", "/v1/memories/0123/", json!({"text": "new"}).to_string().into_bytes(), 404, "no memory with id"),
+        ("PUT", "/v1/memories/0123/", json!({"text": "new", "expiration_date": null}).to_string().into_bytes(), 400, "`expiration_date`"),
+        ("PUT", "/v1/batch/", json!({"memories": [{"text": "x"}]}).to_string().into_bytes(), 400, "memories[0]: body field `memory_id`: missing"),
         // A method a route does not take: 405, in JSON like every error.
         ("PUT", "/v1/memories/search", Vec::new(), 405, "PUT is not allowed on /v1/memories/search"),
         ("POST", "/v1/memories/search", vec![0xff, 0xfe, 0x7b], 400, "JSON"),
@@ -612,6 +614,50 @@ fn the_blocking_facade_runs_the_library_without_a_server() {
     assert_eq!(service.delete_all(&alice).expect("delete all"), 1);
     let nothing = service.search(&request).expect("an emptied scope searches to nothing");
     assert_eq!(nothing, myelin::serve::SearchResult::nothing());
+}
+
+/// An update keeps the memory's id, speaker and time, embeds the new text (a long one as
+/// passages, shown whole), records an UPDATE, and is what a restart finds.
+#[test]
+fn an_update_keeps_the_id_reembeds_and_survives_a_restart() {
+    use myelin::serve::{BlockingService, Message, Page, Scope, SearchRequest};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    let alice = Scope::user("alice");
+    let search = |service: &BlockingService, q: &str| {
+        let request =
+            SearchRequest { query: q.into(), scope: alice.clone(), top_k: Some(1), ..SearchRequest::default() };
+        service.search(&request).expect("search").results[0].id.clone()
+    };
+    let long =
+        format!("{} The spare key is under the blue flowerpot.", "We repainted the hallway a pale green. ".repeat(120));
+    let (id, other) = {
+        let service = BlockingService::open(&store, myelin::config::Config::default()).expect("open");
+        let m = |t: &str| Message { name: Some("Alice".into()), ..Message::new("user", t) };
+        let added =
+            service.add(&alice, vec![m("My sister lives in Porto."), m("I keep bees on my roof.")]).expect("add");
+        let before = service.get(&added[0].id).expect("get");
+        let updated = service.update(&added[0].id, &long).expect("update");
+        assert_eq!(
+            (updated.id.as_str(), updated.role.as_str(), updated.created_at),
+            (added[0].id.as_str(), "Alice", before.created_at)
+        );
+        assert_eq!(updated.memory, long);
+        assert_eq!(service.get(&added[0].id).expect("get after the update").memory, long);
+        assert!(service.update("0123", "x").unwrap_err().to_string().contains("no memory with id"));
+        assert!(service.update(&added[0].id, "  ").unwrap_err().to_string().contains("empty text"));
+        (added[0].id.clone(), added[1].id.clone())
+    };
+    let service = BlockingService::open(&store, myelin::config::Config::default()).expect("reopen");
+    assert_eq!(service.get(&id).expect("get").memory, long);
+    // Found by what only the new text's tail says (a later passage); the old text is gone.
+    assert_eq!(search(&service, "Where is the spare key?"), id);
+    assert_eq!(search(&service, "Where are the bees?"), other);
+    let listed = service.get_all(&alice, Page::default()).expect("list");
+    assert_eq!(listed.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(), [id.as_str(), other.as_str()]);
+    assert!(listed.iter().all(|m| !m.memory.contains("Porto")), "{listed:?}");
+    let events: Vec<String> = service.history(&id).expect("history").into_iter().map(|e| e.event).collect();
+    assert_eq!(events, ["ADD", "UPDATE"]);
 }
 
 /// A write rewrites the graph rows of its scope that changed; every `serve.compact_every`
