@@ -117,6 +117,25 @@ pub(super) async fn write_loop(inner: Arc<Inner>, mut rx: mpsc::Receiver<WriteJo
 }
 
 impl Inner {
+    /// Where memory `id` is as the group stands: its scope's key, the index of its first passage
+    /// among the scope's episodes and how many passages it has; none if it does not exist (never
+    /// added, or deleted, in the store or earlier in the group).
+    async fn locate(
+        self: &Arc<Self>,
+        touched: &mut BTreeMap<String, Pending>,
+        group_ids: &HashMap<String, Option<String>>,
+        id: &str,
+    ) -> Option<(String, usize, usize)> {
+        let key = match group_ids.get(id) {
+            Some(k) => k.clone(),
+            None => self.ids.read().await.get(id).cloned(),
+        }?;
+        let episodes = self.pending(touched, &key).await.whole();
+        let at = episodes.iter().position(|e| e.turn_id == id)?;
+        let n = passages_at(episodes, at).len();
+        Some((key, at, n))
+    }
+
     /// Applies `jobs` in order and commits them together; answers each.
     pub(super) async fn commit_group(
         self: &Arc<Self>,
@@ -208,21 +227,12 @@ impl Inner {
                             ranges.iter().map(|_| vectors.next().map(<[f32]>::to_vec).unwrap_or_default()).collect();
                         (ranges, v)
                     };
-                    let key = match group_ids.get(&id) {
-                        Some(k) => k.clone(),
-                        None => self.ids.read().await.get(&id).cloned(),
-                    };
-                    let Some(key) = key else {
+                    let Some((key, at, n)) = self.locate(&mut touched, &group_ids, &id).await else {
                         let _ = job.reply.send(Err(unknown(&id)));
                         continue;
                     };
                     let p = self.pending(&mut touched, &key).await;
                     let episodes = p.whole();
-                    let Some(at) = episodes.iter().position(|e| e.turn_id == id) else {
-                        let _ = job.reply.send(Err(unknown(&id)));
-                        continue;
-                    };
-                    let n = passages_at(episodes, at).len();
                     let first = episodes[at].clone();
                     let passages: Vec<Episode> = ranges
                         .into_iter()
@@ -248,21 +258,12 @@ impl Inner {
                     Done::Added(vec![item(&scope, &p.whole()[at..at + m])])
                 }
                 Change::Delete { id } => {
-                    let key = match group_ids.get(&id) {
-                        Some(k) => k.clone(),
-                        None => self.ids.read().await.get(&id).cloned(),
-                    };
-                    let Some(key) = key else {
+                    let Some((key, at, n)) = self.locate(&mut touched, &group_ids, &id).await else {
                         let _ = job.reply.send(Err(unknown(&id)));
                         continue;
                     };
                     let p = self.pending(&mut touched, &key).await;
                     let episodes = p.whole();
-                    let Some(at) = episodes.iter().position(|e| e.turn_id == id) else {
-                        let _ = job.reply.send(Err(unknown(&id)));
-                        continue;
-                    };
-                    let n = passages_at(episodes, at).len();
                     let removed: Vec<Episode> = episodes.drain(at..at + n).collect();
                     events.extend(removed.first().map(deletion));
                     p.rewrite = true;
