@@ -28,7 +28,7 @@ use crate::gpu::Backend;
 use crate::pipeline::stored_memory;
 use crate::retrieve::bm25::Analyzer;
 use crate::retrieve::engine::{BatchReport, Choice, Engine};
-use crate::retrieve::{Gate, Memory, Mode, Query, Retrieval};
+use crate::retrieve::{Gate, Memory, Mode, Query, Retrieval, episode_index};
 use crate::store::Store;
 use peer::{PeerQuestion, PeerRuns, PeerTurn};
 pub use rates::auc;
@@ -364,8 +364,7 @@ pub async fn load(
         progress.set_message(id.clone());
         let memory = stored_memory(store, id, config).await?;
         let episodes = memory.episodes();
-        let position: HashMap<&str, u32> =
-            episodes.iter().enumerate().map(|(i, e)| (e.turn_id.as_str(), i as u32)).collect();
+        let position = episode_index(episodes);
         let golds: Vec<Vec<u32>> = questions
             .iter()
             .map(|q| q.evidence.iter().filter_map(|e| position.get(e.as_str()).copied()).collect())
@@ -541,11 +540,12 @@ pub async fn evaluate(
             }
         }
     }
-    let episode_ids: Vec<HashMap<&str, u32>> = engine
-        .memories()
-        .iter()
-        .map(|m| m.episodes().iter().enumerate().map(|(i, e)| (e.turn_id.as_str(), i as u32)).collect())
-        .collect();
+    // A peer names episodes by id (no map is built without one).
+    let episode_ids: Vec<HashMap<&str, u32>> = if options.peers.runs.is_empty() {
+        Vec::new()
+    } else {
+        engine.memories().iter().map(|m| episode_index(m.episodes())).collect()
+    };
     for k in 0..options.peers.runs.len() {
         for item in items.iter_mut() {
             let memory = &engine.memories()[item.memory];

@@ -467,11 +467,16 @@ pub const SPARSE_NODES: usize = 4_096;
 /// ([`Memory::retrieve_many`]): 16 queries' bounds of a 10M-token memory are 3.8 MB.
 pub const BOUNDS_GROUP: usize = 16;
 
+/// Each episode's index (conversation order) by its id (`turn_id`: a turn, or `<turn>#<k>` for
+/// a later passage).
+pub fn episode_index(episodes: &[Episode]) -> std::collections::HashMap<&str, u32> {
+    episodes.iter().enumerate().map(|(i, e)| (e.turn_id.as_str(), i as u32)).collect()
+}
+
 /// Per episode (conversation order): the episode holding its turn's first passage, itself for
 /// a whole turn or one whose first passage is not stored.
 fn turn_starts(episodes: &[Episode]) -> Vec<u32> {
-    let first: std::collections::HashMap<&str, u32> =
-        episodes.iter().enumerate().map(|(i, e)| (e.turn_id.as_str(), i as u32)).collect();
+    let first = episode_index(episodes);
     episodes
         .iter()
         .enumerate()

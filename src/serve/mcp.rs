@@ -148,15 +148,14 @@ impl Mcp {
         Mcp { service, default_scope }
     }
 
-    /// The scope a call's arguments name, or the default one when they name none.
-    fn scope(&self, a: &Value) -> Result<Scope> {
-        let scope: Scope = args(a)?;
-        Ok(if scope == Scope::default() { self.default_scope.clone() } else { scope })
+    /// `scope`, or the default one when it names nothing.
+    fn or_default(&self, scope: Scope) -> Scope {
+        if scope == Scope::default() { self.default_scope.clone() } else { scope }
     }
 
     async fn call_tool(&self, name: &str, a: &Value) -> Result<Value> {
         let service = &self.service;
-        let scope = self.scope(a)?;
+        let scope = self.or_default(args(a)?);
         match name {
             "add_memory" | "add_memories" => {
                 let messages: Vec<Message> = match (a.get("messages"), a.get("text")) {
@@ -173,9 +172,7 @@ impl Mcp {
             }
             "search_memory" => {
                 let mut request = wire::search(Fields::body(a.clone())?)?;
-                if request.scope == Scope::default() {
-                    request.scope = self.default_scope.clone();
-                }
+                request.scope = self.or_default(request.scope);
                 Ok(serde_json::to_value(service.search(&request).await?)
                     .map_err(|e| Error::InvalidArgument(e.to_string()))?)
             }
@@ -197,13 +194,17 @@ impl Mcp {
         }
     }
 
+    /// The answer to one line: a parse error, or [`Mcp::answer`]'s.
+    pub async fn handle(&self, line: &str) -> Option<Value> {
+        match serde_json::from_str(line) {
+            Ok(msg) => self.answer(msg).await,
+            Err(e) => Some(parse_error(e)),
+        }
+    }
+
     /// The answer to one message: `None` for a notification and for a response (a client's
     /// answer to nothing this server asked), which are not answered.
-    pub async fn handle(&self, line: &str) -> Option<Value> {
-        let msg: Value = match serde_json::from_str(line) {
-            Ok(v) => v,
-            Err(e) => return Some(error(Value::Null, -32700, format!("parse error: {e}"))),
-        };
+    pub async fn answer(&self, msg: Value) -> Option<Value> {
         let id = msg.get("id").cloned();
         let Some(method) = msg.get("method").and_then(Value::as_str) else {
             if msg.get("result").is_some() || msg.get("error").is_some() {
@@ -237,6 +238,10 @@ impl Mcp {
     }
 }
 
+fn parse_error(e: serde_json::Error) -> Value {
+    error(Value::Null, -32700, format!("parse error: {e}"))
+}
+
 fn error(id: Value, code: i64, message: String) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
 }
@@ -266,18 +271,22 @@ pub async fn run(mcp: Mcp) -> Result<()> {
         }
         while tasks.try_join_next().is_some() {}
         running.retain(|_, task| !task.is_finished());
-        let text = match std::str::from_utf8(&line) {
+        let parsed = match std::str::from_utf8(&line) {
             Ok(text) if text.trim().is_empty() => continue,
-            Ok(text) => text.to_string(),
+            Ok(text) => serde_json::from_str::<Value>(text),
             Err(e) => {
                 let _ = answers.send(error(Value::Null, -32700, format!("parse error: not UTF-8 ({e})")));
                 continue;
             }
         };
-        let msg: Option<Value> = serde_json::from_str(&text).ok();
-        if let Some(msg) = &msg
-            && msg.get("method").and_then(Value::as_str) == Some("notifications/cancelled")
-        {
+        let msg = match parsed {
+            Ok(msg) => msg,
+            Err(e) => {
+                let _ = answers.send(parse_error(e));
+                continue;
+            }
+        };
+        if msg.get("method").and_then(Value::as_str) == Some("notifications/cancelled") {
             if let Some(id) = msg.pointer("/params/requestId")
                 && let Some(task) = running.remove(&id.to_string())
             {
@@ -285,14 +294,15 @@ pub async fn run(mcp: Mcp) -> Result<()> {
             }
             continue;
         }
+        let id = msg.get("id").map(Value::to_string);
         let (mcp, answers) = (mcp.clone(), answers.clone());
         let task = tasks.spawn(async move {
-            if let Some(answer) = mcp.handle(&text).await {
+            if let Some(answer) = mcp.answer(msg).await {
                 let _ = answers.send(answer);
             }
         });
-        if let Some(id) = msg.as_ref().and_then(|m| m.get("id")) {
-            running.insert(id.to_string(), task);
+        if let Some(id) = id {
+            running.insert(id, task);
         }
     }
     while tasks.join_next().await.is_some() {}

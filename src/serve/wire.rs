@@ -176,18 +176,24 @@ pub fn merge_filters(scope: &mut Scope, filters: &Value, place: &str) -> Result<
                 )));
             }
         };
-        match slot {
-            Some(old) if *old != id => {
-                return Err(Error::InvalidArgument(format!(
-                    "{at}: '{}' contradicts '{}' given before",
-                    id.escape_debug(),
-                    old.escape_debug()
-                )));
-            }
-            _ => *slot = Some(id),
-        }
+        set_id(slot, id, &at)?;
     }
     Ok(())
+}
+
+/// Sets a scope id named at `at`; one already set to another id is an error naming both.
+fn set_id(slot: &mut Option<String>, id: String, at: &str) -> Result<()> {
+    match slot {
+        Some(old) if *old != id => Err(Error::InvalidArgument(format!(
+            "{at}: '{}' contradicts '{}' given before",
+            id.escape_debug(),
+            old.escape_debug()
+        ))),
+        _ => {
+            *slot = Some(id);
+            Ok(())
+        }
+    }
 }
 
 /// An add as mem0's clients send it.
@@ -261,19 +267,13 @@ pub fn search(mut fields: Fields) -> Result<SearchRequest> {
 pub fn list(mut body: Fields, mut query: Fields) -> Result<(Scope, Page)> {
     let mut scope = body.scope()?;
     let more = query.scope()?;
-    for (slot, other) in
-        [(&mut scope.user_id, more.user_id), (&mut scope.agent_id, more.agent_id), (&mut scope.run_id, more.run_id)]
-    {
-        match (&slot, other) {
-            (Some(a), Some(b)) if *a != b => {
-                return Err(Error::InvalidArgument(format!(
-                    "the query string's scope ('{}') contradicts the body's ('{}')",
-                    b.escape_debug(),
-                    a.escape_debug()
-                )));
-            }
-            (_, Some(b)) => *slot = Some(b),
-            _ => {}
+    for (slot, other, at) in [
+        (&mut scope.user_id, more.user_id, "query.user_id"),
+        (&mut scope.agent_id, more.agent_id, "query.agent_id"),
+        (&mut scope.run_id, more.run_id, "query.run_id"),
+    ] {
+        if let Some(id) = other {
+            set_id(slot, id, at)?;
         }
     }
     let (a, b) = (body.page()?, query.page()?);
@@ -495,6 +495,8 @@ mod tests {
         assert_eq!(page, Page::default());
         assert!(list(body(json!({})), q(&[("page", "0")])).unwrap_err().to_string().contains("numbered from 1"));
         assert!(list(body(json!({})), q(&[("page", "two")])).unwrap_err().to_string().contains("'two' is not a count"));
+        let err = list(body(json!({"user_id": "a"})), q(&[("user_id", "b")])).unwrap_err().to_string();
+        assert!(err.contains("query.user_id: 'b' contradicts 'a'"), "{err}");
         let a = page_answer("/v3/memories/", Page { offset: 20, limit: 20 }, 45, Vec::new());
         assert_eq!(a["next"], "/v3/memories/?page=3&page_size=20");
         assert_eq!(a["previous"], "/v3/memories/?page=1&page_size=20");

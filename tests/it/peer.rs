@@ -5,7 +5,7 @@
 //! (`scripts/peer-lancedb.py`): its exact vector search over Myelin's embeddings finds what
 //! `dense` finds.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::{Value, json};
@@ -37,15 +37,29 @@ fn eval_with(store: &Path, file: &str, modes: &str, peer: &Path, json: &Path) ->
     read_json(json)
 }
 
+/// A fresh store of `CONVERSATION` and the peer inputs written of it.
+struct Given {
+    /// The LoCoMo file.
+    path: PathBuf,
+    dir: tempfile::TempDir,
+    store: PathBuf,
+    inputs: PathBuf,
+}
+
+fn peer_inputs(data: &Path) -> Given {
+    let path = data.join("locomo/locomo10-dev.json");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (store, inputs) = (dir.path().join("store"), dir.path().join("inputs"));
+    let file = path.to_str().expect("utf-8");
+    ok(&store, &["peer-inputs", "locomo", file, "--conversations", CONVERSATION, "--out", inputs.to_str().unwrap()]);
+    Given { path, dir, store, inputs }
+}
+
 #[test]
 fn a_peer_is_given_every_question_and_scored_as_the_modes_are() {
     let Some(data) = datasets() else { return };
-    let path = data.join("locomo/locomo10-dev.json");
+    let Given { path, dir, store, inputs } = peer_inputs(&data);
     let file = path.to_str().expect("utf-8");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = dir.path().join("store");
-    let inputs = dir.path().join("inputs");
-    ok(&store, &["peer-inputs", "locomo", file, "--conversations", CONVERSATION, "--out", inputs.to_str().unwrap()]);
 
     // Every question of the conversation in the file, every episode the store holds.
     let raw = read_json(&path);
@@ -117,12 +131,8 @@ fn a_peer_is_given_every_question_and_scored_as_the_modes_are() {
 #[test]
 fn lancedb_answers_as_a_peer() {
     let (Some(data), Some(python)) = (datasets(), python()) else { return };
-    let path = data.join("locomo/locomo10-dev.json");
+    let Given { path, dir, store, inputs } = peer_inputs(&data);
     let file = path.to_str().expect("utf-8");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = dir.path().join("store");
-    let inputs = dir.path().join("inputs");
-    ok(&store, &["peer-inputs", "locomo", file, "--conversations", CONVERSATION, "--out", inputs.to_str().unwrap()]);
     let answers = dir.path().join("lancedb.jsonl");
     let out = Command::new(python)
         .current_dir(root())
