@@ -198,6 +198,7 @@ fn dress(
                 image_caption: None,
                 timestamp: None,
                 embedding: vector(id),
+                metadata: None,
             });
         }
     }

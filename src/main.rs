@@ -4,6 +4,9 @@
 //! `cli::cmd`. It must not hold a subcommand's logic nor print a report. The binary is the only
 //! place that uses `anyhow`.
 
+// The futures of the longest commands (eval) nest deeper than the default limit of 128.
+#![recursion_limit = "256"]
+
 mod cli;
 
 use std::process::ExitCode;

@@ -397,6 +397,7 @@ pub fn in_memory(conversation: &Conversation, embedder: &Embedder, config: &Conf
             image_caption: t.image_caption.clone(),
             timestamp: t.timestamp,
             embedding: v.to_vec(),
+            metadata: None,
         })
         .collect();
     let graph = graph_of(&texts, embedder, &config.graph)?;

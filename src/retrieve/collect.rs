@@ -16,17 +16,19 @@ impl Memory {
     /// distinct turns: an episode stands for itself unless a passage of its turn is already
     /// taken; a concept (when `concepts` and `concepts_in_results`) for its linked episode that
     /// ranks best (`score`, then lower node) and whose turn is not yet taken; otherwise it is
-    /// passed over. Returns the hits and how many nodes of `order` it used. (`walk` in
+    /// passed over; so is an episode the query does not allow ([`Query::allows`]: the GPU never
+    /// ranks such a query). Returns the hits and how many nodes of `order` it used. (`walk` in
     /// shaders/score.wgsl is the GPU's twin.)
     pub(super) fn expand(
         &self,
+        query: &Query,
         order: &[(u32, f32)],
         concepts: bool,
         score: &dyn Fn(u32) -> f32,
         signals: &dyn Fn(usize, f32) -> Signals,
     ) -> (Vec<Hit>, usize) {
         let mut taken = vec![false; self.episodes.len()];
-        let free = |taken: &[bool], e: u32| !taken[self.turns[e as usize] as usize];
+        let free = |taken: &[bool], e: u32| !taken[self.turns[e as usize] as usize] && query.allows(e);
         let mut hits = Vec::with_capacity(self.config.top_k);
         let mut used = 0;
         for &(i, s) in order {

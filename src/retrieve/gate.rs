@@ -285,6 +285,7 @@ mod tests {
                     image_caption: None,
                     timestamp: chrono::DateTime::from_timestamp(1_683_504_000 + 60 * i as i64, 0),
                     embedding,
+                    metadata: None,
                 }
             })
             .collect();

@@ -51,6 +51,10 @@ pub struct Query {
     pub terms: Vec<String>,
     /// L2-normalised embedding.
     pub embedding: Vec<f32>,
+    /// The episodes (by index) a result may hold; `None`: every one. Ranking is unchanged: a
+    /// result is the full ranking's best allowed episodes (a filter applied inside ranking,
+    /// not to a cut list).
+    pub only: Option<std::sync::Arc<[bool]>>,
 }
 
 impl Query {
@@ -65,7 +69,14 @@ impl Query {
                 embedding.len()
             )));
         }
-        Ok(Query { text: text.to_string(), terms: analyzer.terms(text), embedding })
+        Ok(Query { text: text.to_string(), terms: analyzer.terms(text), embedding, only: None })
+    }
+}
+
+impl Query {
+    /// Whether a result may hold episode `e`.
+    pub fn allows(&self, e: u32) -> bool {
+        self.only.as_ref().is_none_or(|only| only.get(e as usize).copied().unwrap_or(false))
     }
 }
 
@@ -558,12 +569,8 @@ mod tests {
     use rand::SeedableRng;
     use rand::rngs::StdRng;
 
-    #[test]
-    fn a_memory_extended_write_by_write_is_the_memory_built_at_once() {
-        let (texts, graphs) = crate::graph::build::growing_graphs(60);
-        let mut rng = StdRng::seed_from_u64(4);
-        let vectors = crate::graph::synthetic::unit_embeddings(texts.len(), &mut rng);
-        let episodes: Vec<Episode> = texts
+    fn episodes_of(texts: &[String], vectors: &[f32]) -> Vec<Episode> {
+        texts
             .iter()
             .enumerate()
             .map(|(i, t)| Episode {
@@ -576,8 +583,17 @@ mod tests {
                 image_caption: None,
                 timestamp: chrono::DateTime::from_timestamp(1_683_504_000 + 3_600 * i as i64, 0),
                 embedding: vectors[i * EMBEDDING_DIM..(i + 1) * EMBEDDING_DIM].to_vec(),
+                metadata: None,
             })
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn a_memory_extended_write_by_write_is_the_memory_built_at_once() {
+        let (texts, graphs) = crate::graph::build::growing_graphs(60);
+        let mut rng = StdRng::seed_from_u64(4);
+        let vectors = crate::graph::synthetic::unit_embeddings(texts.len(), &mut rng);
+        let episodes = episodes_of(&texts, &vectors);
         let config = RetrieveConfig::default();
         let mut memory: Option<Memory> = None;
         for (k, graph) in graphs.iter().enumerate() {
@@ -598,5 +614,44 @@ mod tests {
             memory = Some(grown);
         }
         assert_eq!(memory.map(|m| m.episodes.len()), Some(60));
+    }
+
+    #[test]
+    fn a_restricted_query_returns_the_full_rankings_best_allowed_episodes() {
+        let (texts, graphs) = crate::graph::build::growing_graphs(60);
+        let mut rng = StdRng::seed_from_u64(9);
+        let vectors = crate::graph::synthetic::unit_embeddings(texts.len(), &mut rng);
+        let episodes = episodes_of(&texts, &vectors);
+        let graph = graphs.last().unwrap().clone();
+        let config = RetrieveConfig { top_k: 5, gate: Gate::Activation, ..RetrieveConfig::default() };
+        let all = RetrieveConfig { top_k: 60, ..config.clone() };
+        let memory = Memory::new("c", episodes.clone(), graph.clone(), config).unwrap();
+        let whole = Memory::new("c", episodes, graph, all).unwrap();
+        let mut query =
+            Query::new(&mut Analyzer::new().unwrap(), &texts[7], vectors[7 * 384..8 * 384].to_vec()).unwrap();
+        let allowed: Vec<bool> = (0..60).map(|e| e % 3 == 1).collect();
+        let unrestricted = query.clone();
+        query.only = Some(allowed.clone().into());
+        for mode in [Mode::Dense, Mode::Bm25, Mode::Rrf] {
+            let got: Vec<u32> = memory.retrieve(&query, mode).unwrap().hits.iter().map(|h| h.episode).collect();
+            let want: Vec<u32> = whole
+                .retrieve(&unrestricted, mode)
+                .unwrap()
+                .hits
+                .iter()
+                .map(|h| h.episode)
+                .filter(|&e| allowed[e as usize])
+                .take(5)
+                .collect();
+            assert_eq!(got, want, "{mode:?}");
+        }
+        for mode in [Mode::Synapse, Mode::Ppr] {
+            let hits = memory.retrieve(&query, mode).unwrap().hits;
+            assert_eq!(hits.len(), 5, "{mode:?}");
+            assert!(hits.iter().all(|h| allowed[h.episode as usize]), "{mode:?}");
+        }
+        // Nothing allowed: nothing returned.
+        query.only = Some(vec![false; 60].into());
+        assert!(memory.retrieve(&query, Mode::Synapse).unwrap().hits.is_empty());
     }
 }

@@ -10,6 +10,10 @@ use crate::error::{Error, Result};
 use crate::retrieve::{Memory, Mode, Order, Retrieval};
 use crate::store::Episode;
 
+/// What a memory keeps beside its text (mem0's `metadata`): any JSON object, returned as given
+/// and filterable (see [`Filter`](super::Filter)).
+pub type Metadata = serde_json::Map<String, serde_json::Value>;
+
 /// Longest scope id part, in bytes.
 pub const MAX_ID_BYTES: usize = 128;
 
@@ -91,6 +95,9 @@ pub struct Message {
     /// When (default: when it is added): RFC 3339 text, or seconds since the Unix epoch.
     #[serde(default, deserialize_with = "when")]
     pub timestamp: Option<DateTime<Utc>>,
+    /// What to keep beside it (mem0 gives one `metadata` for every message of an add).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
 }
 
 impl Message {
@@ -160,12 +167,31 @@ pub struct MemoryItem {
     pub updated_at: Option<DateTime<Utc>>,
     /// MD5 of the text in hex, as mem0 gives it.
     pub hash: String,
+    /// What it keeps beside its text, as given (null for none).
+    pub metadata: Option<Metadata>,
     /// Its scope.
     #[serde(flatten)]
     pub scope: Scope,
     /// The retrieval score (search results only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub score: Option<f32>,
+}
+
+/// A change to a memory (at least one part): its text (its passages embedded anew), its
+/// metadata (replaced whole), or both.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Edit {
+    /// The new text.
+    pub text: Option<String>,
+    /// The new metadata.
+    pub metadata: Option<Metadata>,
+}
+
+impl Edit {
+    /// A new text.
+    pub fn text(text: &str) -> Edit {
+        Edit { text: Some(text.to_string()), metadata: None }
+    }
 }
 
 /// A search.
@@ -176,6 +202,11 @@ pub struct SearchRequest {
     /// Its scope.
     #[serde(flatten)]
     pub scope: Scope,
+    /// Which memories it reads besides (or instead of) the scope's ids, in mem0's grammar:
+    /// across scopes (`OR`, `"*"`), by metadata, time or id. The ranking is each scope's
+    /// own, restricted to what passes; results of several scopes are merged by score.
+    #[serde(default)]
+    pub filters: Option<super::filter::Filter>,
     /// Most memories returned (default: the retrieval `top_k`, and at most it).
     #[serde(default)]
     pub top_k: Option<usize>,
@@ -256,6 +287,7 @@ pub(super) fn item(scope: &Scope, passages: &[Episode]) -> MemoryItem {
         created_at: first.timestamp,
         updated_at: first.timestamp,
         hash,
+        metadata: first.metadata.clone(),
         scope: scope.clone(),
         score: None,
     }
@@ -288,6 +320,25 @@ pub(super) fn unknown(id: &str) -> Error {
 pub(super) fn new_id() -> String {
     use rand::RngExt;
     format!("{:032x}", rand::rng().random::<u128>())
+}
+
+/// The answer of a search that read several scopes (or one, restricted): their results best
+/// first, at most `top_k` in all (`retrieve_k`, the retrieval's, when the request names none),
+/// in the order the request asks; the best confidence, rejected only if every part is.
+pub(super) fn merge(request: &SearchRequest, parts: Vec<SearchResult>, retrieve_k: usize) -> SearchResult {
+    if parts.is_empty() {
+        return SearchResult::nothing();
+    }
+    let confidence = parts.iter().map(|p| p.confidence).fold(f32::NEG_INFINITY, f32::max);
+    let rejected = parts.iter().all(|p| p.rejected);
+    let mut results: Vec<MemoryItem> = parts.into_iter().flat_map(|p| p.results).collect();
+    let score = |m: &MemoryItem| m.score.unwrap_or(f32::NEG_INFINITY);
+    results.sort_by(|a, b| score(b).total_cmp(&score(a)).then_with(|| a.id.cmp(&b.id)));
+    results.truncate(request.top_k.unwrap_or(retrieve_k));
+    if request.order == Order::Time {
+        results.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+    }
+    SearchResult { results, confidence, rejected }
 }
 
 /// The answer of every search of a batch that failed whole.

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use super::api::*;
+use super::filter::Filter;
 use super::service::*;
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -58,8 +59,8 @@ impl BlockingService {
     }
 
     /// [`Service::update`].
-    pub fn update(&self, id: &str, text: &str) -> Result<MemoryItem> {
-        self.runtime.block_on(self.service.update(id, text))
+    pub fn update(&self, id: &str, edit: Edit) -> Result<MemoryItem> {
+        self.runtime.block_on(self.service.update(id, edit))
     }
 
     /// [`Service::get`].
@@ -70,6 +71,11 @@ impl BlockingService {
     /// [`Service::get_all`].
     pub fn get_all(&self, scope: &Scope, page: Page) -> Result<Vec<MemoryItem>> {
         self.runtime.block_on(self.service.get_all(scope, page))
+    }
+
+    /// [`Service::list`].
+    pub fn list(&self, scope: &Scope, filters: Option<&Filter>, page: Page) -> Result<(usize, Vec<MemoryItem>)> {
+        self.runtime.block_on(self.service.list(scope, filters, page))
     }
 
     /// [`Service::delete`].

@@ -157,20 +157,22 @@ async fn search_batch(State(s): State<Service>, b: std::result::Result<Json<Batc
 
 /// Myelin's listing (`GET /v1/memories`): the scope and page in the query string.
 async fn list(State(s): State<Service>, p: Params) -> Answer {
-    let (scope, page) = wire::list(Fields::body(json!({}))?, params(p)?)?;
-    Ok(Json(json!({ "results": s.get_all(&scope, page).await? })).into_response())
+    let (scope, filters, page) = wire::list(Fields::body(json!({}))?, params(p)?)?;
+    Ok(Json(json!({ "results": s.list(&scope, filters.as_ref(), page).await?.1 })).into_response())
 }
 
 /// mem0's paged listing (`POST /v2/memories/`, `/v3/memories/`): filters in the body, the
 /// page in the query string.
 async fn list_page(State(s): State<Service>, uri: Uri, p: Params, b: Body) -> Answer {
-    let (scope, page) = wire::list(optional_body(b)?, params(p)?)?;
-    let (count, results) = (s.count(&scope).await?, s.get_all(&scope, page).await?);
+    let (scope, filters, page) = wire::list(optional_body(b)?, params(p)?)?;
+    let (count, results) = s.list(&scope, filters.as_ref(), page).await?;
     Ok(Json(wire::page_answer(uri.path(), page, count, results)).into_response())
 }
 
 async fn delete_all(State(s): State<Service>, p: Params) -> Answer {
-    let (scope, _) = wire::list(Fields::body(json!({}))?, params(p)?)?;
+    let mut query = params(p)?;
+    let scope = query.scope()?;
+    query.finish()?;
     let deleted = s.delete_all(&scope).await?;
     Ok(Json(json!({ "message": "Memories deleted successfully!", "deleted": deleted })).into_response())
 }
@@ -186,11 +188,12 @@ async fn delete_one(State(s): State<Service>, Path(id): Path<String>, p: Params)
     Ok(Json(json!({ "message": "Memory deleted successfully!", "deleted": id })).into_response())
 }
 
-/// mem0's update: `{"text"}` replaces the memory's text (same id; re-embedded).
+/// mem0's update: `{"text", "metadata"}` (either or both) replace the memory's (same id; a new
+/// text is embedded anew).
 async fn update_one(State(s): State<Service>, Path(id): Path<String>, p: Params, b: Body) -> Answer {
     params(p)?.finish()?;
-    let text = wire::update(body(b)?)?;
-    let mut answer = json!(s.update(&id, &text).await?);
+    let edit = wire::update(body(b)?)?;
+    let mut answer = json!(s.update(&id, edit).await?);
     answer["event"] = json!("UPDATE");
     answer["message"] = json!("Memory updated successfully!");
     Ok(Json(answer).into_response())
@@ -200,8 +203,8 @@ async fn update_one(State(s): State<Service>, Path(id): Path<String>, p: Params,
 /// the batch and is named (those before it are updated).
 async fn batch_update(State(s): State<Service>, b: Body) -> Answer {
     let mut updated = Vec::new();
-    for (id, text) in wire::batch(body(b)?, true)? {
-        s.update(&id, &text.unwrap_or_default()).await?;
+    for (id, edit) in wire::batch(body(b)?, true)? {
+        s.update(&id, edit.unwrap_or_default()).await?;
         updated.push(id);
     }
     Ok(Json(json!({ "message": "Memories updated successfully!", "updated": updated })).into_response())

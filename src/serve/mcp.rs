@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 
+use super::filter::{self, Filter};
 use super::wire::{self, Fields};
 use super::{Message, Page, Scope, Service};
 use crate::error::{Error, Result};
@@ -63,6 +64,10 @@ fn search_schema() -> Value {
     }, "required": ["results", "confidence", "rejected"]})
 }
 
+fn filters_schema() -> Value {
+    json!({"type": "object", "description": "mem0's filters: AND/OR/NOT over user_id, agent_id, run_id, memory_ids, created_at, updated_at and metadata (eq, ne, in, nin, gt, gte, lt, lte, contains, icontains, \"*\"); scope fields it does not name must be empty."})
+}
+
 fn deleted_schema() -> Value {
     json!({"type": "object", "properties": {"deleted": {}}, "required": ["deleted"]})
 }
@@ -80,7 +85,8 @@ pub fn tools() -> Value {
                     "role": {"type": "string"}, "content": {"type": "string"}, "name": {"type": "string"},
                     "timestamp": {"type": "string", "format": "date-time"}
                 }, "required": ["role", "content"]}},
-                "text": {"type": "string", "description": "One message (role user) instead of messages."}
+                "text": {"type": "string", "description": "One message (role user) instead of messages."},
+                "metadata": {"type": "object", "description": "Kept with every message added, returned as given and filterable."}
             }))},
             "outputSchema": results_schema()
         },
@@ -93,7 +99,8 @@ pub fn tools() -> Value {
                 "order": {"type": "string", "enum": [Order::Score.as_str(), Order::Time.as_str()],
                           "description": "score: best first (default); time: in the order they were said, for a prompt."},
                 "mode": {"type": "string", "enum": Mode::ALL.map(Mode::as_str),
-                         "description": "Retrieval mode (default: the server's, synapse-gnn)."}
+                         "description": "Retrieval mode (default: the server's, synapse-gnn)."},
+                "filters": filters_schema()
             })), "required": ["query"]},
             "outputSchema": search_schema()
         },
@@ -102,7 +109,8 @@ pub fn tools() -> Value {
             "description": "A page of a scope's memories, oldest first.",
             "inputSchema": {"type": "object", "properties": with_scope(json!({
                 "offset": {"type": "integer", "minimum": 0},
-                "limit": {"type": "integer", "minimum": 1}
+                "limit": {"type": "integer", "minimum": 1},
+                "filters": filters_schema()
             }))},
             "outputSchema": results_schema()
         },
@@ -168,18 +176,33 @@ impl Mcp {
                         )));
                     }
                 };
+                let metadata = match a.get("metadata") {
+                    Some(m) => filter::metadata(m, "arguments.metadata")?,
+                    None => None,
+                };
+                let messages = messages
+                    .into_iter()
+                    .map(|mut m| {
+                        m.metadata = m.metadata.or_else(|| metadata.clone());
+                        m
+                    })
+                    .collect();
                 Ok(json!({ "results": service.add(&scope, messages).await? }))
             }
             "search_memory" => {
                 let mut request = wire::search(Fields::body(a.clone())?)?;
-                request.scope = self.or_default(request.scope);
+                if request.filters.is_none() {
+                    request.scope = self.or_default(request.scope);
+                }
                 Ok(serde_json::to_value(service.search(&request).await?)
                     .map_err(|e| Error::InvalidArgument(e.to_string()))?)
             }
             "list_memories" => {
                 let number = |key: &str| a.get(key).and_then(Value::as_u64).map(|v| v as usize);
                 let page = Page::or_default(number("offset"), number("limit"));
-                Ok(json!({ "results": service.get_all(&scope, page).await? }))
+                let filters = a.get("filters").map(|f| Filter::parse(f, "arguments.filters")).transpose()?;
+                let scope = if filters.is_some() { args(a)? } else { scope };
+                Ok(json!({ "results": service.list(&scope, filters.as_ref(), page).await?.1 }))
             }
             "delete_memory" => match (a.get("id").and_then(Value::as_str), a.get("all").and_then(Value::as_bool)) {
                 (Some(id), _) => {

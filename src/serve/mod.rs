@@ -19,13 +19,15 @@
 //! - the search thread (`searcher`) batches concurrent searches into one embedding pass and
 //!   one ranking dispatch, and owns the GPU queue and the resident graphs.
 //!
-//! Files: `api.rs` (the types agents see), `wire.rs` (mem0's wire format, for `http`), `writer.rs` (the write path), `blocking.rs` (the
+//! Files: `api.rs` (the types agents see), `filter.rs` (mem0's filters: which memories a
+//! request reads, across scopes), `wire.rs` (mem0's wire format, for `http`), `writer.rs` (the write path), `blocking.rs` (the
 //! facade without async), `searcher.rs` (the search thread); the [`Service`] handle is here.
 //! Owns scopes, memory ids, the write path of the API and the in-memory index of every scope.
 //! Must not parse HTTP or JSON-RPC (that is `serve::http`) nor rank (that is `retrieve`).
 
 mod api;
 mod blocking;
+pub mod filter;
 pub mod http;
 mod labels;
 pub mod mcp;
@@ -36,6 +38,7 @@ pub mod wire;
 mod writer;
 
 pub use crate::retrieve::Order;
-pub use api::{MAX_ID_BYTES, MemoryItem, Message, Page, Scope, SearchRequest, SearchResult, Stats};
+pub use api::{Edit, MAX_ID_BYTES, MemoryItem, Message, Metadata, Page, Scope, SearchRequest, SearchResult, Stats};
 pub use blocking::BlockingService;
+pub use filter::Filter;
 pub use service::Service;

@@ -8,7 +8,8 @@
 //! (one corpus slot per scope) and applies the writer's updates to them in the order they
 //! come, uploading only the scope a write changed; after a deletion it uploads a fresh corpus,
 //! so no GPU buffer keeps what was deleted. A search whose scope the corpus does not hold as
-//! the request saw it runs on the CPU instead, so results never depend on an update in flight.
+//! the request saw it runs on the CPU instead, so results never depend on an update in flight;
+//! so does a search restricted by a filter (`Query::only`), which the GPU's walk does not read.
 //!
 //! Owns batching and the GPU state of the service. Must not write the store or change a scope
 //! (that is the writer in `serve`).
@@ -30,11 +31,13 @@ use crate::retrieve::bm25::Analyzer;
 use crate::retrieve::engine::retrieve_on;
 use crate::retrieve::{Memory, Mode, Query, Retrieval};
 
-/// One search of a batch: the request, its scope's key and the scope as the request found it.
+/// One search of a batch: the request, its scope's key, the scope as the request found it, and
+/// the episodes its filter allows (`None`: all; such a search is ranked on the CPU).
 pub(crate) struct Search {
     pub(crate) request: SearchRequest,
     pub(crate) key: String,
     pub(crate) memory: Arc<Memory>,
+    pub(crate) only: Option<Arc<[bool]>>,
 }
 
 /// What the thread is asked.
@@ -210,7 +213,12 @@ impl Thread {
         let queries: Vec<Result<Query>> = texts
             .iter()
             .zip(vectors.chunks_exact(EMBEDDING_DIM))
-            .map(|(t, v)| Query::new(&mut self.analyzer, t, v.to_vec()))
+            .zip(searches)
+            .map(|((t, v), s)| {
+                let mut q = Query::new(&mut self.analyzer, t, v.to_vec())?;
+                q.only = s.only.clone();
+                Ok(q)
+            })
             .collect();
         // On the GPU: the searches whose scope the corpus holds as the request saw it.
         let mut on_gpu: Vec<(usize, u32)> = Vec::new();
@@ -220,7 +228,7 @@ impl Thread {
                 continue;
             }
             match self.resident.as_ref().and_then(|r| r.slots.get(&s.key)) {
-                Some((slot, m)) if Arc::ptr_eq(m, &s.memory) => on_gpu.push((i, *slot)),
+                Some((slot, m)) if Arc::ptr_eq(m, &s.memory) && s.only.is_none() => on_gpu.push((i, *slot)),
                 _ => on_cpu.push(i),
             }
         }

@@ -9,6 +9,7 @@ use std::sync::{Arc, Weak};
 use tokio::sync::{RwLock, mpsc, oneshot};
 
 use super::api::*;
+use super::filter::{Filter, Selected, select};
 use super::labels::*;
 use super::searcher::*;
 use super::state::*;
@@ -16,9 +17,62 @@ use super::writer::*;
 use crate::config::Config;
 use crate::embed::Embedder;
 use crate::error::{Error, Result};
-use crate::retrieve::Memory;
 use crate::retrieve::engine::{Choice, choose};
+use crate::retrieve::{Memory, Order};
 use crate::store::{HistoryEvent, Store, Writer};
+
+/// How a search is answered: by one search of the batch as it is, or by merging several.
+enum Plan {
+    One(usize),
+    Many(Vec<usize>),
+}
+
+/// Adds `request`'s searches to `searches` and says how to answer it from them.
+fn plan(request: &SearchRequest, scopes: &HashMap<String, Arc<Memory>>, searches: &mut Vec<Search>) -> Result<Plan> {
+    if request.query.trim().is_empty() {
+        return Err(Error::InvalidArgument("empty query".into()));
+    }
+    let filter = match select(&request.scope, request.filters.as_ref())? {
+        Selected::Scope(key, scope) => {
+            let Some(memory) = scopes.get(&key) else { return Ok(Plan::Many(Vec::new())) };
+            let request = SearchRequest { scope, filters: None, ..request.clone() };
+            searches.push(Search { request, key, memory: memory.clone(), only: None });
+            return Ok(Plan::One(searches.len() - 1));
+        }
+        Selected::Where(f) => f,
+    };
+    let mut keys: Vec<&String> = scopes.keys().collect();
+    keys.sort();
+    let mut parts = Vec::new();
+    for key in keys {
+        let Some(scope) = Scope::from_key(key) else { continue };
+        let memory = &scopes[key];
+        let only: Option<Arc<[bool]>> = match filter.scope_verdict(&scope) {
+            Some(false) => continue,
+            Some(true) => None,
+            None => {
+                let mut allowed = Vec::with_capacity(memory.episodes().len());
+                for passages in memories_of(memory.episodes()) {
+                    let pass = filter.matches(&scope, &passages[0]);
+                    allowed.extend(std::iter::repeat_n(pass, passages.len()));
+                }
+                if !allowed.contains(&true) {
+                    continue;
+                }
+                Some(allowed.into())
+            }
+        };
+        let request = SearchRequest { scope, filters: None, order: Order::Score, ..request.clone() };
+        searches.push(Search { request, key: key.clone(), memory: memory.clone(), only });
+        parts.push(searches.len() - 1);
+    }
+    Ok(Plan::Many(parts))
+}
+
+/// The bytes of `metadata` as stored (JSON text).
+fn metadata_bytes(metadata: Option<&Metadata>) -> usize {
+    metadata.map_or(0, |m| serde_json::Value::Object(m.clone()).to_string().len())
+}
 
 /// An async handle on a served store: cheap to clone, safe to share across tasks. The
 /// service's threads stop when the last clone is dropped.
@@ -162,11 +216,12 @@ impl Service {
                 return Err(Error::InvalidArgument(format!("message {i}: empty role")));
             }
         }
-        let (bytes, max) =
-            (messages.iter().map(|m| m.content.len()).sum::<usize>(), self.inner.config.serve.max_add_bytes);
+        let bytes: usize = messages.iter().map(|m| m.content.len() + metadata_bytes(m.metadata.as_ref())).sum();
+        let max = self.inner.config.serve.max_add_bytes;
         if bytes > max {
             return Err(Error::TooLarge(format!(
-                "the messages hold {bytes} bytes of text, over the limit of {max} for one add (serve.max_add_bytes)"
+                "the messages hold {bytes} bytes of text and metadata, over the limit of {max} for one add \
+                 (serve.max_add_bytes)"
             )));
         }
         match self.write(Change::Add { key, scope: scope.clone(), messages }).await? {
@@ -184,62 +239,64 @@ impl Service {
 
     /// Many searches at once, answered in one batch of the search thread (with whatever other
     /// searches are waiting): one embedding pass, one ranking dispatch. Each request is
-    /// answered on its own, in request order: a bad one fails alone.
+    /// answered on its own, in request order: a bad one fails alone. A request whose filters
+    /// read several scopes is one search per scope that passes, merged by score
+    /// ([`SearchRequest::filters`]).
     pub async fn search_batch(&self, requests: &[SearchRequest]) -> Vec<Result<SearchResult>> {
-        let mut out: Vec<Option<Result<SearchResult>>> = (0..requests.len()).map(|_| None).collect();
-        let (mut searches, mut at) = (Vec::new(), Vec::new());
-        {
+        let mut searches: Vec<Search> = Vec::new();
+        let plans: Vec<Result<Plan>> = {
             let scopes = self.inner.scopes.read().await;
-            for (i, r) in requests.iter().enumerate() {
-                if r.query.trim().is_empty() {
-                    out[i] = Some(Err(Error::InvalidArgument("empty query".into())));
-                    continue;
-                }
-                let key = match r.scope.key() {
-                    Ok(k) => k,
-                    Err(e) => {
-                        out[i] = Some(Err(e));
-                        continue;
-                    }
-                };
-                match scopes.get(&key) {
-                    Some(memory) => {
-                        searches.push(Search { request: r.clone(), key, memory: memory.clone() });
-                        at.push(i);
-                    }
-                    None => out[i] = Some(Ok(SearchResult::nothing())),
-                }
-            }
-        }
-        if !searches.is_empty() {
+            requests.iter().map(|r| plan(r, &scopes, &mut searches)).collect()
+        };
+        let n = searches.len();
+        let mut found: Vec<Option<Result<SearchResult>>> = if n == 0 {
+            Vec::new()
+        } else {
             let (reply, answer) = oneshot::channel();
             let found = match self.searcher.send(Msg::Search(searches, reply)) {
-                Ok(()) => {
-                    answer.await.unwrap_or_else(|_| batch_failed(at.len(), "the search thread dropped the request"))
-                }
-                Err(e) => batch_failed(at.len(), &e.to_string()),
+                Ok(()) => answer.await.unwrap_or_else(|_| batch_failed(n, "the search thread dropped the request")),
+                Err(e) => batch_failed(n, &e.to_string()),
             };
-            for (i, r) in at.into_iter().zip(found) {
-                out[i] = Some(r);
-            }
-        }
-        out.into_iter().map(|r| r.unwrap_or_else(|| Err(Error::Batch("search was not answered".into())))).collect()
+            found.into_iter().map(Some).collect()
+        };
+        let mut take = |i: usize| {
+            found
+                .get_mut(i)
+                .and_then(Option::take)
+                .unwrap_or_else(|| Err(Error::Batch("search was not answered".into())))
+        };
+        let retrieve_k = self.inner.config.retrieve.top_k;
+        plans
+            .into_iter()
+            .zip(requests)
+            .map(|(plan, request)| match plan? {
+                Plan::One(i) => take(i),
+                Plan::Many(parts) => {
+                    let parts = parts.into_iter().map(&mut take).collect::<Result<Vec<_>>>()?;
+                    Ok(merge(request, parts, retrieve_k))
+                }
+            })
+            .collect()
     }
 
-    /// Replaces a memory's text: the same id, speaker and time, its passages embedded and its
-    /// scope's graph built anew; the history records an `UPDATE`. Returns the memory as it now is.
-    pub async fn update(&self, id: &str, text: &str) -> Result<MemoryItem> {
-        if text.trim().is_empty() {
+    /// Changes a memory: its text (the same id, speaker and time, its passages embedded and
+    /// its scope's graph built anew), its metadata (replaced whole; an empty object removes
+    /// it), or both; the history records an `UPDATE`. Returns the memory as it now is.
+    pub async fn update(&self, id: &str, edit: Edit) -> Result<MemoryItem> {
+        if edit.text.is_none() && edit.metadata.is_none() {
+            return Err(Error::InvalidArgument("nothing to update: give a text, metadata or both".into()));
+        }
+        if edit.text.as_ref().is_some_and(|t| t.trim().is_empty()) {
             return Err(Error::InvalidArgument("empty text: nothing to update the memory to".into()));
         }
         let max = self.inner.config.serve.max_add_bytes;
-        if text.len() > max {
+        let bytes = edit.text.as_ref().map_or(0, String::len) + metadata_bytes(edit.metadata.as_ref());
+        if bytes > max {
             return Err(Error::TooLarge(format!(
-                "the text holds {} bytes, over the limit of {max} for one write (serve.max_add_bytes)",
-                text.len()
+                "the text and metadata hold {bytes} bytes, over the limit of {max} for one write (serve.max_add_bytes)"
             )));
         }
-        match self.write(Change::Update { id: id.to_string(), text: text.to_string() }).await? {
+        match self.write(Change::Update { id: id.to_string(), edit }).await? {
             Done::Added(mut items) if items.len() == 1 => Ok(items.remove(0)),
             _ => Err(Error::Batch("the writer answered an update with something else".into())),
         }
@@ -256,17 +313,43 @@ impl Service {
 
     /// A page of a scope's memories, oldest first (an unknown scope has none).
     pub async fn get_all(&self, scope: &Scope, page: Page) -> Result<Vec<MemoryItem>> {
-        let key = scope.key()?;
-        let memory = self.inner.scopes.read().await.get(&key).cloned();
-        Ok(memory
-            .map(|m| memories_of(m.episodes()).skip(page.offset).take(page.limit).map(|p| item(scope, p)).collect())
-            .unwrap_or_default())
+        Ok(self.list(scope, None, page).await?.1)
     }
 
     /// How many memories a scope holds (an unknown scope none).
     pub async fn count(&self, scope: &Scope) -> Result<usize> {
-        let key = scope.key()?;
-        Ok(self.inner.scopes.read().await.get(&key).map_or(0, |m| memories_of(m.episodes()).count()))
+        Ok(self.list(scope, None, Page { offset: 0, limit: 0 }).await?.0)
+    }
+
+    /// The memories that the scope's ids and `filters` select ([`SearchRequest::filters`]):
+    /// how many, and one page of them, scope by scope (in the order of their keys), each
+    /// scope's oldest first.
+    pub async fn list(&self, scope: &Scope, filters: Option<&Filter>, page: Page) -> Result<(usize, Vec<MemoryItem>)> {
+        let selected = select(scope, filters)?;
+        let scopes = self.inner.scopes.read().await;
+        let mut keys: Vec<&String> = scopes.keys().collect();
+        keys.sort();
+        let (mut count, mut items) = (0, Vec::new());
+        for key in keys {
+            let (scope, filter) = match &selected {
+                Selected::Scope(k, s) if k == key => (s.clone(), None),
+                Selected::Scope(..) => continue,
+                Selected::Where(f) => match Scope::from_key(key) {
+                    Some(s) if f.scope_verdict(&s) != Some(false) => (s, Some(f)),
+                    _ => continue,
+                },
+            };
+            for passages in memories_of(scopes[key].episodes()) {
+                if filter.is_some_and(|f| !f.matches(&scope, &passages[0])) {
+                    continue;
+                }
+                if count >= page.offset && items.len() < page.limit {
+                    items.push(item(&scope, passages));
+                }
+                count += 1;
+            }
+        }
+        Ok((count, items))
     }
 
     /// Every scope that holds memories, with how many.

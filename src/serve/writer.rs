@@ -28,10 +28,11 @@ pub(super) enum Change {
         scope: Scope,
         messages: Vec<Message>,
     },
-    /// A memory's text replaced: the same id, speaker and time, its passages embedded anew.
+    /// A memory's text (its passages embedded anew) or metadata replaced: the same id,
+    /// speaker and time.
     Update {
         id: String,
-        text: String,
+        edit: Edit,
     },
     Delete {
         id: String,
@@ -147,7 +148,7 @@ impl Inner {
             .iter()
             .flat_map(|j| match &j.change {
                 Change::Add { messages, .. } => messages.iter().map(|m| m.content.clone()).collect(),
-                Change::Update { text, .. } => vec![text.clone()],
+                Change::Update { edit, .. } => edit.text.iter().cloned().collect(),
                 _ => Vec::new(),
             })
             .collect();
@@ -213,38 +214,49 @@ impl Inner {
                                 image_caption: None,
                                 timestamp: Some(m.timestamp.unwrap_or(now)),
                                 embedding: vectors.next().map(<[f32]>::to_vec).unwrap_or_default(),
+                                metadata: m.metadata.clone(),
                             });
                         }
                         items.push(item(&scope, &p.episodes[from..]));
                     }
                     Done::Added(items)
                 }
-                Change::Update { id, text } => {
+                Change::Update { id, edit } => {
                     // The new passages come first off the iterators, in job order, found or not.
-                    let (ranges, new_vectors): (Vec<_>, Vec<Vec<f32>>) = {
+                    let fresh: Option<(Vec<_>, Vec<Vec<f32>>)> = edit.text.as_ref().map(|_| {
                         let ranges = spans.next().unwrap_or_default();
                         let v =
                             ranges.iter().map(|_| vectors.next().map(<[f32]>::to_vec).unwrap_or_default()).collect();
                         (ranges, v)
-                    };
+                    });
                     let Some((key, at, n)) = self.locate(&mut touched, &group_ids, &id).await else {
                         let _ = job.reply.send(Err(unknown(&id)));
                         continue;
                     };
                     let p = self.pending(&mut touched, &key).await;
                     let episodes = p.whole();
-                    let first = episodes[at].clone();
-                    let passages: Vec<Episode> = ranges
-                        .into_iter()
-                        .zip(new_vectors)
-                        .enumerate()
-                        .map(|(k, (r, embedding))| Episode {
-                            turn_id: passage_id(&id, k),
-                            text: text[r].to_string(),
-                            embedding,
-                            ..first.clone()
-                        })
-                        .collect();
+                    let mut first = episodes[at].clone();
+                    if let Some(metadata) = edit.metadata {
+                        first.metadata = Some(metadata).filter(|m| !m.is_empty());
+                    }
+                    let passages: Vec<Episode> = match (fresh, &edit.text) {
+                        (Some((ranges, new_vectors)), Some(text)) => ranges
+                            .into_iter()
+                            .zip(new_vectors)
+                            .enumerate()
+                            .map(|(k, (r, embedding))| Episode {
+                                turn_id: passage_id(&id, k),
+                                text: text[r].to_string(),
+                                embedding,
+                                ..first.clone()
+                            })
+                            .collect(),
+                        // The metadata alone: the same passages.
+                        _ => episodes[at..at + n]
+                            .iter()
+                            .map(|e| Episode { metadata: first.metadata.clone(), ..e.clone() })
+                            .collect(),
+                    };
                     let m = passages.len();
                     episodes.splice(at..at + n, passages);
                     events.push(HistoryEvent {

@@ -45,6 +45,10 @@ pub struct Episode {
     pub timestamp: Option<DateTime<Utc>>,
     /// Unit-length MiniLM embedding of [`Turn::embedding_text`].
     pub embedding: Vec<f32>,
+    /// What the serving API keeps with the memory (mem0's `metadata`); `None` for none and
+    /// for every ingested turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 impl Episode {
@@ -221,18 +225,32 @@ impl Store {
             let emb = self.embedding_col(&batch, Table::Episodes)?;
             let caption = str_col(&batch, "image_caption")?;
             let ts = ts_col(&batch, "timestamp")?;
+            // Absent from a store written before 2026-12 that has not been written since.
+            let metadata = match batch.column_by_name(METADATA) {
+                Some(_) => Some(str_col(&batch, METADATA)?),
+                None => None,
+            };
             for r in 0..batch.num_rows() {
                 let embedding = emb.row(r).ok_or_else(|| self.schema_error("episodes.embedding (null)"))?;
+                let turn_id = str_col(&batch, "turn_id")?.value(r);
+                let metadata = match metadata.filter(|m| !m.is_null(r)) {
+                    None => None,
+                    Some(m) => Some(serde_json::from_str(m.value(r)).map_err(|e| Error::Store {
+                        path: self.root.clone(),
+                        message: format!("episodes.metadata of {conversation} {turn_id}: not a JSON object ({e})"),
+                    })?),
+                };
                 out.push(Episode {
                     conversation: str_col(&batch, "conversation")?.value(r).to_string(),
                     session: u32_col(&batch, "session")?.value(r),
-                    turn_id: str_col(&batch, "turn_id")?.value(r).to_string(),
+                    turn_id: turn_id.to_string(),
                     position: u32_col(&batch, "position")?.value(r),
                     speaker: str_col(&batch, "speaker")?.value(r).to_string(),
                     text: str_col(&batch, "text")?.value(r).to_string(),
                     image_caption: (!caption.is_null(r)).then(|| caption.value(r).to_string()),
                     timestamp: (!ts.is_null(r)).then(|| DateTime::from_timestamp_micros(ts.value(r))).flatten(),
                     embedding: embedding.to_vec(),
+                    metadata,
                 });
             }
         }

@@ -28,6 +28,8 @@ pub(super) struct EpisodeRow<'a> {
     pub(super) text: &'a str,
     pub(super) image_caption: Option<&'a str>,
     pub(super) timestamp: Option<DateTime<Utc>>,
+    /// The metadata as JSON text.
+    pub(super) metadata: Option<String>,
 }
 
 /// The `episodes` record batch of `rows` with their embeddings (`rows.len() × EMBEDDING_DIM`).
@@ -46,6 +48,7 @@ pub(super) fn episode_batch(rows: &[EpisodeRow], embeddings: Vec<f32>) -> Result
                 .with_timezone("UTC"),
         ),
         Arc::new(emb),
+        Arc::new(StringArray::from(rows.iter().map(|r| r.metadata.as_deref()).collect::<Vec<_>>())),
     ];
     Ok(RecordBatch::try_new(Table::Episodes.schema(), columns)?)
 }

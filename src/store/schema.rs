@@ -61,6 +61,11 @@ impl Table {
                 Field::new("image_caption", DataType::Utf8, true),
                 Field::new("timestamp", ts, true),
                 Field::new("embedding", embedding.clone(), false),
+                // What the serving API was asked to keep with a memory (mem0's `metadata`): a
+                // JSON object as text, on every passage of the memory; null for none (and for
+                // every ingested turn). Stores written before 2026-12 lack the column until
+                // their first write adds it (see `WriteTxn::append`).
+                Field::new(METADATA, DataType::Utf8, true),
             ],
             Table::Questions => vec![
                 Field::new("conversation", DataType::Utf8, false),
@@ -119,6 +124,9 @@ impl Table {
         Arc::new(Schema::new(fields))
     }
 }
+
+/// The column of `episodes` that holds a memory's metadata.
+pub(super) const METADATA: &str = "metadata";
 
 /// The type of `nodes.embedding`: a list of floats, null for an episode.
 pub(super) fn node_embedding() -> DataType {

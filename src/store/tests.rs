@@ -355,3 +355,67 @@ fn a_foreign_directory_is_not_locked_or_written() {
 fn filter_quotes_are_escaped() {
     assert_eq!(eq_filter("conversation", "a'b"), "conversation = 'a''b'");
 }
+
+#[tokio::test]
+async fn metadata_round_trips_and_a_store_without_its_column_gains_it_on_its_next_write_only() {
+    // A store written before episodes had metadata: the same rows, without the column.
+    let dir = tempfile::tempdir().unwrap();
+    let c = conversation("conv-a", 3);
+    let turns: Vec<&Turn> = c.turns().collect();
+    let rows: Vec<EpisodeRow> = turns
+        .iter()
+        .map(|t| EpisodeRow {
+            conversation: "conv-a",
+            session: 1,
+            id: &t.id,
+            position: t.position,
+            speaker: &t.speaker,
+            text: &t.text,
+            image_caption: t.image_caption.as_deref(),
+            timestamp: t.timestamp,
+            metadata: None,
+        })
+        .collect();
+    let full = episode_batch(&rows, vectors(3, 0)).unwrap();
+    let old = full.project(&(0..full.num_columns() - 1).collect::<Vec<_>>()).unwrap();
+    let writer = Writer::acquire(dir.path()).expect("lock");
+    let mut txn = writer.begin().await.unwrap();
+    txn.append(Table::Episodes, old).await.unwrap();
+    txn.put_conversation(&c, "test").await.unwrap();
+    let store = txn.commit().await.unwrap();
+    let has_column = |s: &Store| s.tables[&Table::Episodes].schema().field(METADATA).is_some();
+    assert!(!has_column(&store));
+    let before = store.episodes("conv-a").await.unwrap();
+    assert!(before.iter().all(|e| e.metadata.is_none()));
+
+    // A write that adds the column and is abandoned leaves the store as it was.
+    let tagged = |id: &str, position: u32| {
+        let mut e = before[0].clone();
+        e.turn_id = id.into();
+        e.position = position;
+        e.metadata = serde_json::json!({"topic": "food", "stars": 4, "tags": ["a"]}).as_object().cloned();
+        e
+    };
+    let mut txn = writer.begin().await.unwrap();
+    txn.append_episode_rows(&[&tagged("D1:4", 3)]).await.unwrap();
+    drop(txn);
+    let store = Store::open(dir.path()).await.unwrap();
+    assert!(!has_column(&store));
+    assert_eq!(store.episodes("conv-a").await.unwrap(), before);
+
+    // The next write rolls that back, adds the column again and commits: old rows read null.
+    let mut txn = writer.begin().await.unwrap();
+    let (d4, d5) = (tagged("D1:4", 3), tagged("D1:5", 4));
+    txn.append_episode_rows(&[&d4]).await.unwrap();
+    txn.commit().await.unwrap();
+    let mut txn = writer.begin().await.unwrap();
+    txn.append_episode_rows(&[&d5]).await.unwrap();
+    let store = txn.commit().await.unwrap();
+    assert!(has_column(&store));
+    let after = Store::open(dir.path()).await.unwrap().episodes("conv-a").await.unwrap();
+    assert_eq!(after[..3], before[..]);
+    assert_eq!(after[3..], [d4, d5]);
+    // A store created now has the column from its first write.
+    let new = tempfile::tempdir().unwrap();
+    assert!(has_column(&write(new.path(), &c, 0).await));
+}

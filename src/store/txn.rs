@@ -163,9 +163,25 @@ impl WriteTxn {
             return Ok(());
         }
         let schema = batch.schema();
-        let reader = RecordBatchIterator::new(vec![Ok(batch)], schema);
+        let reader = RecordBatchIterator::new(vec![Ok(batch)], schema.clone());
         match self.table(table).await? {
-            Some(ds) => ds.append(reader, None).await?,
+            Some(ds) => {
+                // A store written before a column was added (`episodes.metadata`) gets it now,
+                // null in every row it holds: a change of the schema alone, no data rewritten,
+                // a new version that this transaction pins or abandons like any other.
+                let missing: Vec<Field> = schema
+                    .fields()
+                    .iter()
+                    .filter(|f| f.is_nullable() && ds.schema().field(f.name()).is_none())
+                    .map(|f| f.as_ref().clone())
+                    .collect();
+                if !missing.is_empty() {
+                    let added = Arc::new(Schema::new(missing));
+                    ds.add_columns(lance::dataset::NewColumnTransform::AllNulls(added), None, None).await?;
+                    crate::fault::point("add column");
+                }
+                ds.append(reader, None).await?
+            }
             None => {
                 // Never committed: a dataset left by an abandoned first write is overwritten.
                 let params = WriteParams { mode: WriteMode::Overwrite, ..WriteParams::default() };
@@ -206,6 +222,7 @@ impl WriteTxn {
                 text: &t.text,
                 image_caption: t.image_caption.as_deref(),
                 timestamp: t.timestamp,
+                metadata: None,
             })
             .collect();
         self.append(Table::Episodes, episode_batch(&rows, embeddings.to_vec())?).await
@@ -232,6 +249,7 @@ impl WriteTxn {
                 text: &e.text,
                 image_caption: e.image_caption.as_deref(),
                 timestamp: e.timestamp,
+                metadata: e.metadata.as_ref().map(|m| serde_json::Value::Object(m.clone()).to_string()),
             })
             .collect();
         let embeddings = episodes.iter().flat_map(|e| e.embedding.iter().copied()).collect();

@@ -7,10 +7,11 @@ Usage:
 Runs every call of `MemoryClient` that Myelin answers and asserts on what comes back; prints
 one line per call and exits 1 naming the first that fails. Works with mem0ai 2.x (the v3
 routes) and 0.1.x (`version="v1"`/`"v2"`); the version is the one on the import path. What
-Myelin does not support yet (metadata) is asserted to fail with the reason, so the test
-notices when that changes.
+Myelin does not keep (categories) is asserted to fail with the reason. AsyncMemoryClient is
+driven through the same calls at the end.
 """
 import argparse
+import asyncio
 import importlib.metadata
 import os
 import sys
@@ -151,10 +152,45 @@ def main():
     check("batch_update", b["updated"] == [added[3]], b)
     check("get after batch_update", client.get(added[3])["memory"].endswith("1:49."), client.get(added[3]))
 
-    # Not supported yet: named, not ignored.
-    expect_error(check, "metadata is refused with the reason",
-                 lambda: client.add([{"role": "user", "content": "x"}], user_id=user, metadata={"k": "v"}),
-                 "metadata")
+    # Metadata: kept, returned, filtered on (inside ranking), replaced by an update; OR filters
+    # read across users.
+    kim = f"kim-{version}"
+    pets = {"topic": "pets", "stars": 5}
+    m = client.add([{"role": "user", "content": "My cat Miso sleeps on the radiator."}], user_id=kim, metadata=pets)
+    cat = m["results"][0]
+    check("add with metadata", cat["metadata"] == pets, cat)
+    client.add([{"role": "user", "content": "My cat food budget is ten pounds a week."}], user_id=kim,
+               metadata={"topic": "money", "stars": 2})
+    check("get returns metadata", client.get(cat["id"])["metadata"] == pets, client.get(cat["id"]))
+    by_topic = {"AND": [{"user_id": kim}, {"metadata": {"topic": "pets"}}]}
+    if modern:
+        found = client.search("How much does the cat cost?", filters=by_topic, top_k=5)
+    else:
+        found = client.search("How much does the cat cost?", version="v2", filters=by_topic, top_k=5)
+    check("search filtered by metadata", [r["id"] for r in found["results"]] == [cat["id"]], found)
+    either = {"OR": [{"user_id": user}, {"user_id": kim}]}
+    if modern:
+        page = client.get_all(filters=either, page=1, page_size=50)
+    else:
+        page = client.get_all(version="v2", filters=either, page=1, page_size=50)
+    check("get_all with OR across users", page["count"] == len(added) + 2
+          and {r["user_id"] for r in page["results"]} == {user, kim}, page)
+    stars = {"AND": [{"user_id": kim}, {"metadata": {"stars": {"gte": 3}}}]}
+    if modern:
+        page = client.get_all(filters=stars)
+    else:
+        page = client.get_all(version="v2", filters=stars)
+    check("get_all with a metadata operator", [r["id"] for r in page["results"]] == [cat["id"]], page)
+    u = client.update(cat["id"], metadata={"topic": "home"})
+    check("update metadata alone", u["metadata"] == {"topic": "home"}
+          and u["memory"] == "My cat Miso sleeps on the radiator.", u)
+    expect_error(check, "a field Myelin does not keep is refused naming it",
+                 lambda: client.get_all(filters={"AND": [{"user_id": kim}, {"categories": {"in": ["x"]}}]})
+                 if modern else client.get_all(version="v2", filters={"AND": [{"user_id": kim},
+                                                                             {"categories": {"in": ["x"]}}]}),
+                 "categories")
+    check("delete_all of the metadata user", client.delete_all(user_id=kim)["deleted"] == 2, kim)
+
     expect_error(check, "an unknown memory is not found", lambda: client.get("0" * 32), "no memory with id")
 
     # delete, batch_delete, delete_all, delete_users.
@@ -179,7 +215,33 @@ def main():
     check("delete_users", "deleted" in r["message"].lower(), r)
     check("delete_users emptied the user", all(e["name"] != other for e in client.users()["results"]), client.users())
 
+    asyncio.run(async_calls(args, version, modern, check))
     print(f"mem0ai {version}: {check.n} checks passed", flush=True)
+
+
+async def async_calls(args, version, modern, check):
+    """The same calls through AsyncMemoryClient, which both generations have."""
+    from mem0 import AsyncMemoryClient
+
+    client = AsyncMemoryClient(api_key=args.api_key, host=args.host)
+    user = f"ana-{version}"
+    a = await client.add([{"role": "user", "content": "I cycle to work along the canal."}], user_id=user,
+                         metadata={"via": "async"})
+    item = a["results"][0]
+    check("async add", item["metadata"] == {"via": "async"}, a)
+    await client.add([{"role": "user", "content": "My flat has a green door."}], user_id=user)
+    v2 = {} if modern else {"version": "v2"}
+    found = await client.search("How do I get to work?", filters={"user_id": user}, top_k=1, **v2)
+    check("async search", [r["id"] for r in found["results"]] == [item["id"]], found)
+    page = await client.get_all(filters={"user_id": user}, **v2)
+    check("async get_all", page["count"] == 2, page)
+    check("async get", (await client.get(item["id"]))["memory"] == "I cycle to work along the canal.", item)
+    u = await client.update(item["id"], text="I cycle to work along the river.")
+    check("async update", u["memory"] == "I cycle to work along the river.", u)
+    history = await client.history(item["id"])
+    check("async history", [h["event"] for h in history] == ["ADD", "UPDATE"], history)
+    d = await client.delete_all(user_id=user)
+    check("async delete_all", d["deleted"] == 2, d)
 
 
 if __name__ == "__main__":

@@ -395,9 +395,9 @@ fn bad_requests_get_a_4xx_and_the_token_is_enforced() {
         (
             "POST",
             "/v3/memories/search/",
-            json!({"query": "q", "filters": {"OR": [{"user_id": "u"}, {"user_id": "v"}]}}).to_string().into_bytes(),
+            json!({"query": "q", "filters": {"OR": [{"user_id": "u"}, {"keywords": "v"}]}}).to_string().into_bytes(),
             400,
-            "filters.OR: not supported",
+            "filters.OR[1].keywords: Myelin does not keep this field",
         ),
         ("PUT", "/v1/memories/0123/", json!({"text": "new"}).to_string().into_bytes(), 404, "no memory with id"),
         ("PUT", "/v1/memories/0123/", json!({"text": "new", "expiration_date": null}).to_string().into_bytes(), 400, "`expiration_date`"),
@@ -428,7 +428,7 @@ fn bad_requests_get_a_4xx_and_the_token_is_enforced() {
                 .to_string()
                 .into_bytes(),
             413,
-            "120 bytes of text, over the limit of 100 for one add (serve.max_add_bytes)",
+            "120 bytes of text and metadata, over the limit of 100 for one add (serve.max_add_bytes)",
         ),
         ("GET", "/v1/memories/0123", Vec::new(), 404, "no memory with id"),
         ("DELETE", "/v1/memories/0123", Vec::new(), 404, "no memory with id"),
@@ -620,7 +620,7 @@ fn the_blocking_facade_runs_the_library_without_a_server() {
 /// passages, shown whole), records an UPDATE, and is what a restart finds.
 #[test]
 fn an_update_keeps_the_id_reembeds_and_survives_a_restart() {
-    use myelin::serve::{BlockingService, Message, Page, Scope, SearchRequest};
+    use myelin::serve::{BlockingService, Edit, Message, Page, Scope, SearchRequest};
     let dir = tempfile::tempdir().expect("tempdir");
     let store = dir.path().join("store");
     let alice = Scope::user("alice");
@@ -637,15 +637,15 @@ fn an_update_keeps_the_id_reembeds_and_survives_a_restart() {
         let added =
             service.add(&alice, vec![m("My sister lives in Porto."), m("I keep bees on my roof.")]).expect("add");
         let before = service.get(&added[0].id).expect("get");
-        let updated = service.update(&added[0].id, &long).expect("update");
+        let updated = service.update(&added[0].id, Edit::text(&long)).expect("update");
         assert_eq!(
             (updated.id.as_str(), updated.role.as_str(), updated.created_at),
             (added[0].id.as_str(), "Alice", before.created_at)
         );
         assert_eq!(updated.memory, long);
         assert_eq!(service.get(&added[0].id).expect("get after the update").memory, long);
-        assert!(service.update("0123", "x").unwrap_err().to_string().contains("no memory with id"));
-        assert!(service.update(&added[0].id, "  ").unwrap_err().to_string().contains("empty text"));
+        assert!(service.update("0123", Edit::text("x")).unwrap_err().to_string().contains("no memory with id"));
+        assert!(service.update(&added[0].id, Edit::text("  ")).unwrap_err().to_string().contains("empty text"));
         (added[0].id.clone(), added[1].id.clone())
     };
     let service = BlockingService::open(&store, myelin::config::Config::default()).expect("reopen");
@@ -657,6 +657,105 @@ fn an_update_keeps_the_id_reembeds_and_survives_a_restart() {
     assert_eq!(listed.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(), [id.as_str(), other.as_str()]);
     assert!(listed.iter().all(|m| !m.memory.contains("Porto")), "{listed:?}");
     let events: Vec<String> = service.history(&id).expect("history").into_iter().map(|e| e.event).collect();
+    assert_eq!(events, ["ADD", "UPDATE"]);
+}
+
+/// Metadata is kept with a memory, returned as given, replaced by an update (text untouched)
+/// and still there after a restart; filters read it inside ranking (a filtered search returns
+/// the best memories that pass, not what passes of an unfiltered top k) and span scopes (`OR`,
+/// `"*"`), merged by score.
+#[test]
+fn metadata_is_kept_and_filters_select_inside_ranking_and_across_scopes() {
+    use myelin::serve::{BlockingService, Edit, Filter, Message, Page, Scope, SearchRequest};
+    use serde_json::json;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    let (alice, bob) = (Scope::user("alice"), Scope::user("bob"));
+    let tagged = |text: &str, topic: &str, n: i64| Message {
+        metadata: json!({"topic": topic, "n": n}).as_object().cloned(),
+        ..Message::new("user", text)
+    };
+    let filter = |v: serde_json::Value| Filter::parse(&v, "filters").expect("filter");
+    let ids = |items: &[myelin::serve::MemoryItem]| items.iter().map(|m| m.id.clone()).collect::<Vec<_>>();
+    let bees = "I keep bees on my roof and sell their honey.";
+    let (first, garden) = {
+        let service = BlockingService::open(&store, myelin::config::Config::default()).expect("open");
+        let mut messages = vec![tagged(bees, "hobby", 1)];
+        // Many memories that talk about bees more than the one filtered for.
+        for i in 0..40 {
+            messages.push(tagged(&format!("The bees swarmed again today, hive number {i}."), "bees", i));
+        }
+        messages.push(tagged("My sister lives in Porto.", "family", 2));
+        let added = service.add(&alice, messages).expect("add");
+        assert_eq!(added[0].metadata, json!({"topic": "hobby", "n": 1}).as_object().cloned());
+        let garden = service.add(&bob, vec![tagged("I keep bees in the garden.", "hobby", 3)]).expect("add bob");
+        let search = |filters: serde_json::Value, top_k: usize| {
+            let request = SearchRequest {
+                query: "Did the bees swarm at the hive today?".into(),
+                filters: Some(filter(filters)),
+                top_k: Some(top_k),
+                ..SearchRequest::default()
+            };
+            service.search(&request).expect("search")
+        };
+        // The unfiltered top 3 are other bee memories; the filter finds the hobby one anyway.
+        let plain = SearchRequest {
+            query: "Did the bees swarm at the hive today?".into(),
+            scope: alice.clone(),
+            top_k: Some(3),
+            ..SearchRequest::default()
+        };
+        assert!(!ids(&service.search(&plain).expect("search").results).contains(&added[0].id));
+        let found = search(json!({"AND": [{"user_id": "alice"}, {"metadata": {"topic": "hobby"}}]}), 3);
+        assert_eq!(ids(&found.results), [added[0].id.clone()]);
+        let few = search(json!({"AND": [{"user_id": "alice"}, {"metadata": {"n": {"gte": 38}}}]}), 10);
+        assert_eq!(found.results[0].metadata, added[0].metadata);
+        let mut got = ids(&few.results);
+        got.sort();
+        let mut want = vec![added[39].id.clone(), added[40].id.clone()];
+        want.sort();
+        assert_eq!(got, want);
+        // Across scopes, best first: both hobby memories, one from each user.
+        let both = search(
+            json!({"AND": [{"OR": [{"user_id": "alice"}, {"user_id": "bob"}]},
+                                         {"metadata": {"topic": "hobby"}}]}),
+            5,
+        );
+        let mut got = ids(&both.results);
+        got.sort();
+        let mut want = vec![added[0].id.clone(), garden[0].id.clone()];
+        want.sort();
+        assert_eq!(got, want);
+        assert!(both.results[0].score >= both.results[1].score);
+        assert_eq!(both.results.iter().filter(|m| m.scope == bob).count(), 1);
+        // Listing: a filtered count and page, and every scope of a wildcard.
+        let (count, page) = service
+            .list(
+                &Scope::default(),
+                Some(&filter(json!({"user_id": "*", "metadata": {"topic": "hobby"}}))),
+                Page::default(),
+            )
+            .expect("list");
+        assert_eq!((count, page.len()), (2, 2));
+        let (count, _) =
+            service.list(&alice, Some(&filter(json!({"metadata": {"topic": "bees"}}))), Page::default()).expect("list");
+        assert_eq!(count, 40);
+        // An update of the metadata alone keeps the text and the embedding's answers.
+        let updated = service
+            .update(&added[0].id, Edit { metadata: json!({"topic": "work"}).as_object().cloned(), text: None })
+            .expect("update");
+        assert_eq!(
+            (updated.memory.as_str(), updated.metadata.clone()),
+            (bees, json!({"topic": "work"}).as_object().cloned())
+        );
+        assert!(search(json!({"AND": [{"user_id": "alice"}, {"metadata": {"topic": "hobby"}}]}), 3).results.is_empty());
+        (added[0].id.clone(), garden[0].id.clone())
+    };
+    let service = BlockingService::open(&store, myelin::config::Config::default()).expect("reopen");
+    let m = service.get(&first).expect("get");
+    assert_eq!((m.memory.as_str(), m.metadata), (bees, json!({"topic": "work"}).as_object().cloned()));
+    assert_eq!(service.get(&garden).expect("get").metadata, json!({"topic": "hobby", "n": 3}).as_object().cloned());
+    let events: Vec<String> = service.history(&first).expect("history").into_iter().map(|e| e.event).collect();
     assert_eq!(events, ["ADD", "UPDATE"]);
 }
 
@@ -841,6 +940,7 @@ fn locomo_messages(n: usize) -> Option<(Vec<myelin::serve::Message>, Vec<String>
             content: t.embedding_text(),
             timestamp: t.timestamp,
             name: None,
+            metadata: None,
         })
         .collect();
     Some((messages, c.questions.iter().map(|q| q.text.clone()).collect()))
