@@ -3,15 +3,21 @@
 
 Usage:
     bench-embed.py --sentences FILE --batch-size B [--threads T] [--repeat R]
+                   [--queries FILE] [--one N]
 
 One sentence per line (empty lines are kept as empty sentences, a trailing
 newline does not add one). Encodes with normalize_embeddings=True on the CPU
 with T torch threads (default: all cores available to this process). Warms up
-on the first batch, then times R full passes and reports the best, as one JSON
+on the first batch, then times R full passes and reports the best, as a JSON
 line on stdout:
 
-    {"engine":"sentence-transformers","sentences":n,"batch_size":B,
+    {"engine":"sentence-transformers","mode":"batch","texts":n,"batch_size":B,
      "threads":T,"seconds":s,"per_second":x,"torch":"<version>"}
+
+With --one N (N > 0), first embeds the first N queries (--queries, default the
+sentences) one at a time, each its own encode call as a search embeds its
+question, R times over, the fastest time of each text counting, and prints a
+line with "mode":"one" and p50_ms, p95_ms before the batch line.
 
 Environment:
     MYELIN_MODEL_DIR  model directory (default: models/all-MiniLM-L6-v2
@@ -19,6 +25,7 @@ Environment:
 """
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -46,17 +53,26 @@ def main():
                     help="torch intra-op threads (default: all available cores)")
     ap.add_argument("--repeat", type=int, default=3,
                     help="timed full passes; the best is reported (default 3)")
+    ap.add_argument("--queries", default=None,
+                    help="texts embedded one at a time (default: the sentences)")
+    ap.add_argument("--one", type=int, default=0,
+                    help="how many queries to embed one at a time (default 0: none)")
     args = ap.parse_args()
     if args.batch_size < 1 or args.repeat < 1:
         sys.exit("--batch-size and --repeat must be >= 1")
     threads = args.threads or available_cores()
 
-    with open(args.sentences, encoding="utf-8") as f:
-        sentences = f.read().split("\n")
-    if sentences and sentences[-1] == "":
-        sentences.pop()
-    if not sentences:
-        sys.exit(f"{args.sentences}: no sentences")
+    def read(path):
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        if not lines:
+            sys.exit(f"{path}: no sentences")
+        return lines
+
+    sentences = read(args.sentences)
+    queries = (read(args.queries) if args.queries else sentences)[:args.one]
 
     # an explicit MYELIN_MODEL_DIR is taken relative to the current directory;
     # the default is relative to the repo root
@@ -74,7 +90,29 @@ def main():
                             normalize_embeddings=True, convert_to_numpy=True,
                             show_progress_bar=False)
 
+    def one(text):
+        return model.encode([text], batch_size=1, normalize_embeddings=True,
+                            convert_to_numpy=True, show_progress_bar=False)
+
     with torch.inference_mode():
+        if queries:
+            one(queries[0])  # warm-up
+            best_each = [float("inf")] * len(queries)
+            for _ in range(args.repeat):
+                for i, q in enumerate(queries):
+                    t0 = time.perf_counter()
+                    one(q)
+                    best_each[i] = min(best_each[i], time.perf_counter() - t0)
+            ms = sorted(s * 1e3 for s in best_each)
+            pick = lambda q: ms[min(len(ms), max(1, math.ceil(q * len(ms)))) - 1]
+            total = sum(best_each)
+            print(json.dumps({
+                "engine": "sentence-transformers", "mode": "one", "texts": len(queries),
+                "batch_size": 1, "threads": threads, "seconds": round(total, 4),
+                "per_second": round(len(queries) / total, 2),
+                "p50_ms": round(pick(0.5), 3), "p95_ms": round(pick(0.95), 3),
+                "torch": torch.__version__,
+            }, separators=(",", ":")), flush=True)
         encode(sentences[:args.batch_size])  # warm-up
         best = float("inf")
         for _ in range(args.repeat):
@@ -85,7 +123,8 @@ def main():
 
     print(json.dumps({
         "engine": "sentence-transformers",
-        "sentences": len(sentences),
+        "mode": "batch",
+        "texts": len(sentences),
         "batch_size": args.batch_size,
         "threads": threads,
         "seconds": round(best, 4),

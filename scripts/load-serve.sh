@@ -7,7 +7,8 @@
 #
 # Defaults: $MYELIN_DATASETS/locomo/locomo10-dev.json, 64 clients, 30 s,
 # bench-results/serve-load-<date>. MYELIN_BIN picks the binary (default target/release/myelin);
-# LOAD_FLAGS passes more flags to `myelin load` (e.g. "--write-share 0" for searches only).
+# LOAD_FLAGS passes more flags to `myelin load` (e.g. "--write-share 0" for searches only);
+# SERVE_FLAGS passes global flags to the server (e.g. "--embed-forward candle").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${MYELIN_BIN:-target/release/myelin}
@@ -19,7 +20,7 @@ OUT=${4:-bench-results/serve-load-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT"
 STORE=$(mktemp -d)
 trap 'kill "$SERVER" 2>/dev/null || true; rm -rf "$STORE"' EXIT
-"$BIN" --quiet --store "$STORE/store" serve --addr 127.0.0.1:0 >"$OUT/serve.out" 2>"$OUT/serve.log" &
+"$BIN" --quiet ${SERVE_FLAGS:-} --store "$STORE/store" serve --addr 127.0.0.1:0 >"$OUT/serve.out" 2>"$OUT/serve.log" &
 SERVER=$!
 for _ in $(seq 1 600); do grep -q "listening on" "$OUT/serve.out" 2>/dev/null && break; sleep 0.1; done
 ADDR=$(sed -n 's|listening on http://||p' "$OUT/serve.out")
@@ -29,7 +30,7 @@ ADDR=$(sed -n 's|listening on http://||p' "$OUT/serve.out")
   echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "binary: $BIN"
   echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs) x $(nproc)"
-  echo "file: $FILE; clients: $CLIENTS; seconds: $SECONDS_; flags: ${LOAD_FLAGS:-}"
+  echo "file: $FILE; clients: $CLIENTS; seconds: $SECONDS_; flags: ${LOAD_FLAGS:-}; server flags: ${SERVE_FLAGS:-}"
 } >"$OUT/SETUP.txt"
 "$BIN" load --addr "$ADDR" --locomo "$FILE" --clients "$CLIENTS" --seconds "$SECONDS_" --json "$OUT/report.json" ${LOAD_FLAGS:-} \
   2>&1 | tee "$OUT/summary.txt"

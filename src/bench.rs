@@ -6,9 +6,10 @@
 //! Owns building benchmark inputs, the timing loops and the report's shape; [`real`] reads a
 //! store's conversations into a workload, [`suite`] runs the whole benchmark around the loops.
 //! The serving API's benchmarks live beside it: [`load`] (the client of `myelin load`) and
-//! [`growth`] (`myelin write-bench`).
+//! [`growth`] (`myelin write-bench`); so does [`embed`] (`myelin embed-bench`).
 //! Must not print: the binary prints tables and writes files.
 
+pub mod embed;
 pub mod growth;
 pub mod load;
 pub mod real;

@@ -57,6 +57,9 @@ pub struct ServeConfig {
     /// How often a read-only service looks for writes another process committed, in
     /// milliseconds (default 500); a new commit reloads the scopes it changed.
     pub reload_ms: u64,
+    /// Query embeddings kept by their exact text, so a question asked again is not embedded
+    /// again (default 4,096, about 6 MB; 0: none); the least used go first.
+    pub query_cache: usize,
 }
 
 impl Default for ServeConfig {
@@ -69,6 +72,7 @@ impl Default for ServeConfig {
             max_add_bytes: 512 << 10,
             write_queue: 1024,
             reload_ms: 500,
+            query_cache: 4096,
         }
     }
 }

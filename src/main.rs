@@ -56,6 +56,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Some(path) => Config::from_file(path)?,
         None => Config::default(),
     };
+    if let Some(forward) = cli.embed_forward {
+        config.embed.forward = forward;
+    }
     if cli.model_dir.is_some() {
         config.embed.model_dir = cli.model_dir.clone();
     }

@@ -48,6 +48,9 @@ pub struct Cli {
     /// Model directory [default: $MYELIN_MODEL_DIR, ./models/all-MiniLM-L6-v2, HF cache].
     #[arg(long, global = true)]
     pub model_dir: Option<PathBuf>,
+    /// The embedder's forward pass [embed.forward].
+    #[arg(long, global = true, value_enum)]
+    pub embed_forward: Option<myelin::embed::Forward>,
     /// No progress bars.
     #[arg(long, short, global = true)]
     pub quiet: bool,
@@ -439,16 +442,23 @@ pub struct IndexBenchArgs {
 
 #[derive(Args, Debug)]
 pub struct EmbedBenchArgs {
-    /// Sentences, one per line.
+    /// Sentences embedded in batches (as an ingest embeds), one per line.
     #[arg(long)]
     pub sentences: PathBuf,
+    /// Texts embedded one at a time (as a search embeds its question), one per line; unset:
+    /// the first `--one` sentences.
+    #[arg(long)]
+    pub queries: Option<PathBuf>,
+    /// How many of the queries are embedded one at a time (0: none).
+    #[arg(long, default_value_t = 200)]
+    pub one: usize,
     /// Texts per forward pass [embed.batch_size].
     #[arg(long)]
     pub batch_size: Option<usize>,
-    /// Full passes to time; the fastest counts.
+    /// Passes to time; the fastest counts (per text, for texts one at a time).
     #[arg(long, default_value_t = 1)]
     pub repeat: usize,
-    /// Print one JSON line.
+    /// Print JSON lines (one per measurement, and the peak).
     #[arg(long)]
     pub json: bool,
 }

@@ -272,6 +272,8 @@ pub struct Stats {
     pub batches: u64,
     /// Searches ranked on the GPU.
     pub gpu_searches: u64,
+    /// Searches whose query embedding came from the cache (`serve.query_cache`).
+    pub cached_queries: u64,
 }
 
 /// The memory whose passages are `passages` (its first passage first): their texts together.

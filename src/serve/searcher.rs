@@ -11,7 +11,10 @@
 //! the request saw it runs on the CPU instead, so results never depend on an update in flight;
 //! so does a search restricted by a filter (`Query::only`), which the GPU's walk does not read.
 //!
-//! Owns batching and the GPU state of the service. Must not write the store or change a scope
+//! Query embeddings are kept by exact text in a bounded cache (`serve.query_cache`), so a
+//! question asked again skips the model.
+//!
+//! Owns batching, the query cache and the GPU state of the service. Must not write the store or change a scope
 //! (that is the writer in `serve`).
 
 use std::collections::HashMap;
@@ -22,6 +25,7 @@ use tokio::sync::oneshot;
 
 use super::api::{SearchRequest, SearchResult, answer, batch_failed};
 use super::state::Counters;
+use crate::config::ServeConfig;
 use crate::embed::{EMBEDDING_DIM, Embedder};
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
@@ -62,7 +66,7 @@ impl Searcher {
         embedder: Arc<Embedder>,
         gpu: Option<Gpu>,
         scopes: &HashMap<String, Arc<Memory>>,
-        max_batch: usize,
+        config: &ServeConfig,
         counters: Arc<Counters>,
     ) -> Result<Searcher> {
         let resident = match gpu {
@@ -71,7 +75,9 @@ impl Searcher {
         };
         let analyzer = Analyzer::new()?;
         let (tx, rx) = mpsc::channel();
-        let mut thread = Thread { embedder, resident, analyzer, max_batch, counters };
+        let cache = (config.query_cache > 0).then(|| quick_cache::unsync::Cache::new(config.query_cache));
+        let max_batch = config.max_batch;
+        let mut thread = Thread { embedder, resident, analyzer, max_batch, counters, cache };
         std::thread::Builder::new()
             .name("myelin-search".into())
             .spawn(move || thread.run(rx))
@@ -143,6 +149,8 @@ struct Thread {
     analyzer: Analyzer,
     max_batch: usize,
     counters: Arc<Counters>,
+    /// Query embeddings by exact text (`serve.query_cache`; `None`: off).
+    cache: Option<quick_cache::unsync::Cache<String, Arc<[f32]>>>,
 }
 
 type Job = (Vec<Search>, oneshot::Sender<Vec<Result<SearchResult>>>);
@@ -206,13 +214,41 @@ impl Thread {
         }
     }
 
+    /// The embedding of each text: from the cache, else embedded (each distinct text once, in
+    /// one pass) and kept.
+    fn embed(&mut self, texts: &[&str]) -> std::result::Result<Vec<Arc<[f32]>>, String> {
+        let mut out: Vec<Option<Arc<[f32]>>> =
+            texts.iter().map(|t| self.cache.as_ref().and_then(|c| c.get(*t).cloned())).collect();
+        Counters::add(&self.counters.cached_queries, out.iter().filter(|v| v.is_some()).count());
+        let mut missing: Vec<&str> = texts.iter().zip(&out).filter(|(_, v)| v.is_none()).map(|(t, _)| *t).collect();
+        missing.sort_unstable();
+        missing.dedup();
+        if !missing.is_empty() {
+            let vectors =
+                self.embedder.embed(&missing).map_err(|e| format!("embedding {} queries: {e}", missing.len()))?;
+            let fresh: HashMap<&str, Arc<[f32]>> =
+                missing.iter().zip(vectors.chunks_exact(EMBEDDING_DIM)).map(|(t, v)| (*t, Arc::from(v))).collect();
+            for (t, v) in texts.iter().zip(out.iter_mut()) {
+                if v.is_none() {
+                    *v = fresh.get(t).cloned();
+                }
+            }
+            if let Some(cache) = self.cache.as_mut() {
+                for (t, v) in fresh {
+                    cache.insert(t.to_string(), v);
+                }
+            }
+        }
+        out.into_iter().map(|v| v.ok_or_else(|| "a query was not embedded".to_string())).collect()
+    }
+
     /// Every search's retrieval, in order; `Err` (a message) when the whole batch failed.
     fn rank(&mut self, searches: &[&Search]) -> std::result::Result<Vec<Result<Retrieval>>, String> {
         let texts: Vec<&str> = searches.iter().map(|s| s.request.query.as_str()).collect();
-        let vectors = self.embedder.embed(&texts).map_err(|e| format!("embedding {} queries: {e}", texts.len()))?;
+        let vectors = self.embed(&texts)?;
         let queries: Vec<Result<Query>> = texts
             .iter()
-            .zip(vectors.chunks_exact(EMBEDDING_DIM))
+            .zip(&vectors)
             .zip(searches)
             .map(|((t, v), s)| {
                 let mut q = Query::new(&mut self.analyzer, t, v.to_vec())?;

@@ -28,6 +28,7 @@ pub(super) struct Counters {
     pub(super) searches: AtomicU64,
     pub(super) batches: AtomicU64,
     pub(super) gpu_searches: AtomicU64,
+    pub(super) cached_queries: AtomicU64,
 }
 
 impl Counters {
@@ -43,6 +44,7 @@ impl Counters {
             searches: get(&self.searches),
             batches: get(&self.batches),
             gpu_searches: get(&self.gpu_searches),
+            cached_queries: get(&self.cached_queries),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The embedder against vectors that sentence-transformers computed from the same weights
 //! (`scripts/golden-embeddings.py` → `tests/data/golden/minilm.json`).
 
-use myelin::embed::{EMBEDDING_DIM, EmbedConfig, Embedder, cosine};
+use myelin::embed::{EMBEDDING_DIM, EmbedConfig, Embedder, Forward, cosine};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -24,21 +24,32 @@ fn golden() -> Golden {
 }
 
 fn embedder(batch_size: usize) -> Embedder {
-    let cfg = EmbedConfig { batch_size, ..EmbedConfig::default() };
+    embedder_with(batch_size, Forward::default())
+}
+
+fn embedder_with(batch_size: usize, forward: Forward) -> Embedder {
+    let cfg = EmbedConfig { batch_size, forward, ..EmbedConfig::default() };
     Embedder::load(&cfg).expect("model in models/all-MiniLM-L6-v2 or $MYELIN_MODEL_DIR (scripts/fetch-model.sh)")
 }
 
 #[test]
 fn matches_sentence_transformers_on_every_golden_sentence() {
+    for forward in [Forward::Packed, Forward::Candle] {
+        matches_sentence_transformers(forward);
+    }
+}
+
+fn matches_sentence_transformers(forward: Forward) {
     let g = golden();
     assert!(g.sentences.len() >= 20, "at least 20 golden sentences");
     assert_eq!(g.max_seq_length, 256);
     // A batch size that mixes long and short texts in one batch, so padding is exercised.
-    let e = embedder(7);
+    let e = embedder_with(7, forward);
+    assert_eq!(e.forward(), forward);
     let texts: Vec<&str> = g.sentences.iter().map(|s| s.text.as_str()).collect();
     let got = e.embed(&texts).expect("embed");
     assert_eq!(got.len(), texts.len() * EMBEDDING_DIM);
-    let mut worst = (1.0f32, "");
+    let mut worst = (2.0f32, "");
     for (i, s) in g.sentences.iter().enumerate() {
         let v = &got[i * EMBEDDING_DIM..(i + 1) * EMBEDDING_DIM];
         let c = cosine(v, &s.embedding);
@@ -49,7 +60,8 @@ fn matches_sentence_transformers_on_every_golden_sentence() {
         assert!((norm - 1.0).abs() < 1e-4, "unit length, got {norm} for {:?}", s.text);
         assert_eq!(e.token_count(&s.text).expect("tokens"), s.n_tokens, "word pieces of {:?}", s.text);
     }
-    assert!(worst.0 >= 0.9999, "cosine {} < 0.9999 for {:?}", worst.0, worst.1);
+    assert!(worst.0 >= 0.9999, "{forward:?}: cosine {} < 0.9999 for {:?}", worst.0, worst.1);
+    eprintln!("{forward:?}: worst cosine against sentence-transformers {:.7} ({:?})", worst.0, worst.1);
     assert!(g.sentences.iter().any(|s| s.n_tokens == 256), "a golden text is long enough to be truncated");
 }
 
@@ -64,4 +76,26 @@ fn batching_does_not_change_vectors() {
         let c = cosine(&alone, &batched[i * EMBEDDING_DIM..(i + 1) * EMBEDDING_DIM]);
         assert!(c > 0.99999, "batched and single differ for {t:?}: cosine {c}");
     }
+}
+
+/// The packed forward computes candle's function: every component within 1e-5 on every golden
+/// text, alone (the calling thread's path) and in batches of mixed lengths.
+#[test]
+fn the_packed_forward_is_candles_to_1e_5() {
+    let g = golden();
+    let texts: Vec<&str> = g.sentences.iter().map(|s| s.text.as_str()).collect();
+    let candle = embedder_with(7, Forward::Candle).embed(&texts).expect("candle");
+    let packed = embedder_with(7, Forward::Packed);
+    let batched = packed.embed(&texts).expect("packed");
+    let mut worst = 0f32;
+    for (i, t) in texts.iter().enumerate() {
+        let alone = packed.embed_one(t).expect("alone");
+        let want = &candle[i * EMBEDDING_DIM..(i + 1) * EMBEDDING_DIM];
+        for got in [&alone[..], &batched[i * EMBEDDING_DIM..(i + 1) * EMBEDDING_DIM]] {
+            let diff = got.iter().zip(want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+            worst = worst.max(diff);
+            assert!(diff < 1e-5, "{t:?}: a component differs by {diff}");
+        }
+    }
+    eprintln!("packed against candle: largest difference of a component {worst:e}");
 }

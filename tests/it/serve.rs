@@ -607,6 +607,10 @@ fn the_blocking_facade_runs_the_library_without_a_server() {
     let found = service.search(&request).expect("search");
     assert_eq!(found.results.len(), 1);
     assert_eq!(found.results[0].id, added[0].id);
+    // The same question again: its embedding comes from the cache, and so does the same answer.
+    assert_eq!(service.service().stats().cached_queries, 0);
+    assert_eq!(service.search(&request).expect("search again"), found);
+    assert_eq!(service.service().stats().cached_queries, 1);
     assert_eq!(service.get_all(&alice, Page::default()).expect("list").len(), 2);
     service.delete(&added[0].id).expect("delete");
     assert!(service.get(&added[0].id).is_err());

@@ -1,14 +1,15 @@
-//! `myelin embed-bench`: time the embedder on a file of sentences; the fastest full pass
-//! counts.
+//! `myelin embed-bench`: time the embedder on files of sentences, one at a time and in
+//! batches, against the machine's peak matrix-product rate (`myelin::bench::embed`).
 //!
-//! Owns reading the sentences and the timing loop. Must not format the result (render does).
+//! Owns reading the sentences. Must not time (the library does) nor format the result (render
+//! does).
 
 use std::path::Path;
-use std::time::Instant;
 
 use anyhow::Context;
+use myelin::bench::embed;
 use myelin::config::Config;
-use myelin::embed::{EMBEDDING_DIM, Embedder};
+use myelin::embed::Embedder;
 
 use crate::cli::Globals;
 use crate::cli::flags::EmbedBenchArgs;
@@ -18,23 +19,23 @@ pub fn run(args: EmbedBenchArgs, mut config: Config, _g: &Globals) -> anyhow::Re
     if let Some(b) = args.batch_size {
         config.embed.batch_size = b;
     }
-    embed_bench(&args.sentences, &config, args.repeat.max(1), args.json)
-}
-
-fn embed_bench(path: &Path, config: &Config, repeat: usize, json: bool) -> anyhow::Result<()> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let read = |path: &Path| -> anyhow::Result<String> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        anyhow::ensure!(text.lines().next().is_some(), "{}: no sentences", path.display());
+        Ok(text)
+    };
+    let text = read(&args.sentences)?;
     let sentences: Vec<&str> = text.lines().collect();
-    anyhow::ensure!(!sentences.is_empty(), "{}: no sentences", path.display());
+    let queries_text = args.queries.as_deref().map(read).transpose()?;
+    let queries: Vec<&str> = queries_text.as_deref().map_or(sentences.clone(), |t| t.lines().collect());
+    let queries = &queries[..queries.len().min(args.one)];
     let embedder = Embedder::load(&config.embed)?;
-    // Warm-up on the first batch: page in the weights, spin up the thread pool.
-    embedder.embed(&sentences[..sentences.len().min(config.embed.batch_size)])?;
-    let mut best = f64::INFINITY;
-    for _ in 0..repeat {
-        let t0 = Instant::now();
-        let out = embedder.embed(&sentences)?;
-        best = best.min(t0.elapsed().as_secs_f64());
-        anyhow::ensure!(out.len() == sentences.len() * EMBEDDING_DIM, "embedder returned a wrong size");
+    let mut runs = Vec::new();
+    if !queries.is_empty() {
+        runs.push(embed::one_at_a_time(&embedder, queries, args.repeat)?);
     }
-    render::embed_bench(sentences.len(), config.embed.batch_size, embedder.threads(), best, json);
+    runs.push(embed::batched(&embedder, &sentences, config.embed.batch_size, args.repeat)?);
+    let peak = embed::peak_gflops(embedder.threads());
+    render::embed_bench(&runs, peak, args.json);
     Ok(())
 }

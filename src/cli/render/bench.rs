@@ -5,6 +5,7 @@
 
 use std::path::Path;
 
+use myelin::bench::embed::EmbedRun;
 use myelin::bench::growth::GrowthRow;
 use myelin::bench::load::LoadReport;
 use myelin::bench::{Goal, IndexRow, KernelRow, Row};
@@ -175,22 +176,51 @@ pub fn index_bench_json(b: &IndexBench<'_>) -> anyhow::Result<String> {
 }
 
 /// The embedder's speed: one JSON line, or a sentence.
-pub fn embed_bench(sentences: usize, batch_size: usize, threads: usize, seconds: f64, as_json: bool) {
-    let per_second = sentences as f64 / seconds;
+pub fn embed_bench(runs: &[EmbedRun], peak_gflops: f64, as_json: bool) {
+    let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
     if as_json {
-        println!(
-            "{}",
-            serde_json::json!({
-                "engine": "candle", "sentences": sentences, "batch_size": batch_size,
-                "threads": threads, "seconds": seconds, "per_second": per_second,
-                "candle": "0.11", "profile": if cfg!(debug_assertions) { "debug" } else { "release" },
-            })
-        );
-    } else {
-        println!(
-            "candle: {sentences} sentences in {seconds:.2} s = {per_second:.1} sentences/s (batch {batch_size}, {threads} threads)"
-        );
+        for r in runs {
+            let mut v = serde_json::json!(r);
+            v["engine"] = serde_json::json!(format!("myelin-{}", r.forward));
+            v["build"] = serde_json::json!(profile);
+            v["peak_gflops"] = serde_json::json!(peak_gflops);
+            println!("{v}");
+        }
+        return;
     }
+    let mut t = table();
+    t.set_header(vec!["forward", "mode", "texts", "pieces/text", "p50 ms", "p95 ms", "texts/s", "GFLOP/s", "of peak"]);
+    let opt = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.2}"));
+    for r in runs {
+        t.add_row(vec![
+            r.forward.to_string(),
+            r.mode.to_string(),
+            r.texts.to_string(),
+            format!("{:.1}", r.pieces as f64 / r.texts.max(1) as f64),
+            opt(r.p50_ms),
+            opt(r.p95_ms),
+            format!("{:.1}", r.per_second),
+            format!("{:.1}", r.gflops),
+            format!("{:.0}%", 100.0 * r.gflops / peak_gflops),
+        ]);
+    }
+    println!("{t}");
+    println!(
+        "peak f32 matrix product on {} threads: {peak_gflops:.1} GFLOP/s ({profile} build)",
+        runs.first().map_or(0, |r| r.threads)
+    );
+    let mut p = table();
+    let mut header = vec!["ms per text".to_string()];
+    header.extend(runs.iter().map(|r| format!("{} {}", r.forward, r.mode)));
+    p.set_header(header);
+    if let Some(first) = runs.first() {
+        for (i, (stage, _)) in first.profile.iter().enumerate() {
+            let mut row = vec![stage.clone()];
+            row.extend(runs.iter().map(|r| r.profile.get(i).map_or("-".into(), |(_, ms)| format!("{ms:.3}"))));
+            p.add_row(row);
+        }
+    }
+    println!("where the time went (a batch's stages are thread time, every thread's summed):\n{p}");
 }
 
 /// The bench's summary: the timing table and, when kernels were timed, the kernel table.

@@ -1,10 +1,16 @@
-//! Sentence embeddings with all-MiniLM-L6-v2, run by candle on the CPU.
+//! Sentence embeddings with all-MiniLM-L6-v2 on the CPU, its weights loaded by candle.
 //!
 //! This module owns finding the model on disk ([`locate_model`]), tokenising, the BERT forward
 //! pass, attention-masked mean pooling and L2 normalisation: the same function as
 //! sentence-transformers computes for this model (truncation at 256 word pieces, [CLS] and
-//! [SEP] included). It must not read conversations or touch the store, and it never reaches
-//! the network: weights come from a local directory that `scripts/fetch-model.sh` fills.
+//! [SEP] included). Two forwards compute it ([`Forward`]): `packed.rs` (the default: written for
+//! this model's shapes, texts end to end without padding, its products in `kernels.rs`) and
+//! candle's `BertModel` (the reference). It must not read conversations or touch the store,
+//! and it never reaches the network: weights come from a local directory that
+//! `scripts/fetch-model.sh` fills.
+
+mod kernels;
+mod packed;
 
 use std::path::{Path, PathBuf};
 
@@ -14,6 +20,7 @@ use candle_transformers::models::bert::{BertModel, Config as BertConfig};
 use rayon::prelude::*;
 use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
 
+use self::packed::PackedBert;
 use crate::error::{Error, Result};
 
 /// Width of every embedding the engine stores and compares.
@@ -48,12 +55,49 @@ pub struct EmbedConfig {
     pub max_seq_len: usize,
     /// Batches embedded in parallel (default 0: one per core).
     pub threads: usize,
+    /// Which forward pass computes the embeddings (default `packed`).
+    pub forward: Forward,
 }
 
 impl Default for EmbedConfig {
     fn default() -> Self {
-        EmbedConfig { model_dir: None, batch_size: DEFAULT_BATCH_SIZE, max_seq_len: DEFAULT_MAX_SEQ_LEN, threads: 0 }
+        EmbedConfig {
+            model_dir: None,
+            batch_size: DEFAULT_BATCH_SIZE,
+            max_seq_len: DEFAULT_MAX_SEQ_LEN,
+            threads: 0,
+            forward: Forward::default(),
+        }
     }
+}
+
+/// The forward pass that computes the embeddings: the same function either way (the tests hold
+/// them to 1e-5 of each other and to sentence-transformers' goldens).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Forward {
+    /// Written for this model's shapes: texts end to end without padding, weights packed once
+    /// for the CPU's vector units; a lone text runs on the calling thread.
+    #[default]
+    Packed,
+    /// candle's `BertModel`, one padded batch at a time.
+    Candle,
+}
+
+impl Forward {
+    /// Its name in the config and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Forward::Packed => "packed",
+            Forward::Candle => "candle",
+        }
+    }
+}
+
+/// The loaded model, as the forward pass needs it.
+enum Model {
+    Packed(PackedBert),
+    Candle(BertModel),
 }
 
 /// Finds the all-MiniLM-L6-v2 directory: `explicit` if given, else `$MYELIN_MODEL_DIR`, else
@@ -126,7 +170,7 @@ fn check_model_dir(dir: &Path) -> Result<()> {
 
 /// all-MiniLM-L6-v2 loaded and ready: thread-safe, cheap to share behind an `Arc`.
 pub struct Embedder {
-    model: std::sync::Arc<BertModel>,
+    model: std::sync::Arc<Model>,
     tokenizer: Tokenizer,
     /// The same tokenizer without truncation, with offsets: cuts long texts into passages.
     splitter: Tokenizer,
@@ -134,6 +178,8 @@ pub struct Embedder {
     batch_size: usize,
     dir: PathBuf,
     pool: rayon::ThreadPool,
+    /// Hidden width, feed-forward width and layers: what one text's arithmetic depends on.
+    shape: (usize, usize, usize),
 }
 
 impl std::fmt::Debug for Embedder {
@@ -191,7 +237,12 @@ impl Embedder {
         // is loaded, which holds for a model directory the engine only reads.
         let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, &device) }
             .map_err(|e| Error::Model(format!("{}: {e}", weights.display())))?;
-        let model = BertModel::load(vb, &bert).map_err(|e| Error::Model(format!("{}: {e}", weights.display())))?;
+        let model = match config.forward {
+            Forward::Packed => Model::Packed(PackedBert::load(&vb, &bert)?),
+            Forward::Candle => Model::Candle(
+                BertModel::load(vb, &bert).map_err(|e| Error::Model(format!("{}: {e}", weights.display())))?,
+            ),
+        };
         let threads = match config.threads {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n,
@@ -205,6 +256,7 @@ impl Embedder {
             batch_size: config.batch_size,
             dir,
             pool,
+            shape: (bert.hidden_size, bert.intermediate_size, bert.num_hidden_layers),
         })
     }
 
@@ -223,6 +275,7 @@ impl Embedder {
             batch_size: self.batch_size,
             dir: self.dir.clone(),
             pool: thread_pool(threads, "myelin-embed-bg", Some(BACKGROUND_NICE))?,
+            shape: self.shape,
         })
     }
 
@@ -237,6 +290,16 @@ impl Embedder {
         self.pool.current_num_threads()
     }
 
+    /// Floating-point operations of one forward pass over a text of `pieces` word pieces
+    /// (multiply and add counted apart): the linear layers, `2·pieces·h·(4h + 2f)` a layer, and
+    /// attention's two products, `4·pieces²·h` a layer. Pooling and the element-wise work are
+    /// not counted. For all-MiniLM-L6-v2 a 12-piece question is 0.26 GFLOP.
+    pub fn flops(&self, pieces: usize) -> f64 {
+        let (h, f, layers) = (self.shape.0 as f64, self.shape.1 as f64, self.shape.2 as f64);
+        let n = pieces as f64;
+        layers * (2.0 * n * h * (4.0 * h + 2.0 * f) + 4.0 * n * n * h)
+    }
+
     /// The directory the model was loaded from.
     pub fn model_dir(&self) -> &Path {
         &self.dir
@@ -246,8 +309,38 @@ impl Embedder {
     /// unit length. Texts are tokenised once, sorted by length and batched, so a batch pads
     /// to a length close to its longest text.
     pub fn embed<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Result<Vec<f32>> {
+        // A lone text through the packed forward: tokenised here, without the batch machinery,
+        // and each of its products split over two of the pool's threads (one text's weights
+        // stream from memory about twice as fast on two cores as on one; measured in
+        // docs/ingest.md, "Embeddings").
+        if let ([text], Model::Packed(model)) = (texts, self.model.as_ref()) {
+            let enc = self.tokenizer.encode_fast(text.as_ref(), true).map_err(|e| Error::Tokenizer(e.to_string()))?;
+            let ids = [enc.get_ids()];
+            return if self.threads() >= 2 {
+                self.pool.install(|| model.embed(&ids, true))
+            } else {
+                model.embed(&ids, false)
+            };
+        }
         // Tokenising (parallel inside `tokenizers`) runs on the pool too, at its priority.
         self.pool.install(|| self.embed_here(texts))
+    }
+
+    /// Seconds the packed forward has spent in each of its stages since load, over every
+    /// thread (none for candle's).
+    pub fn stages(&self) -> Vec<(&'static str, f64)> {
+        match self.model.as_ref() {
+            Model::Packed(m) => m.stages(),
+            Model::Candle(_) => Vec::new(),
+        }
+    }
+
+    /// The forward pass it runs.
+    pub fn forward(&self) -> Forward {
+        match self.model.as_ref() {
+            Model::Packed(_) => Forward::Packed,
+            Model::Candle(_) => Forward::Candle,
+        }
     }
 
     fn embed_here<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Result<Vec<f32>> {
@@ -263,7 +356,17 @@ impl Embedder {
         // Fewer texts than a batch per thread (a batch of queries): split them evenly over the
         // threads rather than leave a thread idle beside one full batch.
         let size = self.batch_size.min(order.len().div_ceil(self.threads()).max(1));
-        let batches: Vec<&[usize]> = order.chunks(size).collect();
+        let batches: Vec<&[usize]> = match self.model.as_ref() {
+            // The packed forward pads nothing, so a chunk is sized by its word pieces: small
+            // enough that the threads finish together (four chunks a thread at least), at most
+            // `batch_size` texts.
+            Model::Packed(_) => {
+                let pieces: usize = encodings.iter().map(|e| e.get_ids().len()).sum();
+                let target = (pieces / (4 * self.threads())).clamp(1, PACKED_CHUNK_PIECES);
+                chunks_of_pieces(&order, |i| encodings[i].get_ids().len(), target, self.batch_size)
+            }
+            Model::Candle(_) => order.chunks(size).collect(),
+        };
         let pooled: Vec<Vec<f32>> = batches
             .par_iter()
             .map(|chunk| {
@@ -360,6 +463,10 @@ impl Embedder {
 
     /// One forward pass over sequences of token ids; returns pooled, normalised rows.
     fn forward_batch(&self, seqs: &[&[u32]]) -> Result<Vec<f32>> {
+        let model = match self.model.as_ref() {
+            Model::Packed(m) => return m.embed(seqs, false),
+            Model::Candle(m) => m,
+        };
         let n = seqs.len();
         let len = seqs.iter().map(|s| s.len()).max().unwrap_or(0).max(1);
         let mut ids = vec![0u32; n * len];
@@ -371,7 +478,7 @@ impl Embedder {
         let ids = Tensor::from_vec(ids, (n, len), &self.device)?;
         let mask = Tensor::from_vec(mask, (n, len), &self.device)?;
         let type_ids = ids.zeros_like()?;
-        let hidden = self.model.forward(&ids, &type_ids, Some(&mask))?; // (n, len, dim)
+        let hidden = model.forward(&ids, &type_ids, Some(&mask))?; // (n, len, dim)
         let mask_f = mask.to_dtype(DType::F32)?.unsqueeze(2)?; // (n, len, 1)
         let summed = hidden.broadcast_mul(&mask_f)?.sum(1)?; // (n, dim)
         let counts = mask_f.sum(1)?.clamp(1e-9, f64::MAX)?; // (n, 1)
@@ -380,6 +487,28 @@ impl Embedder {
         let unit = mean.broadcast_div(&norm)?;
         Ok(unit.flatten_all()?.to_vec1::<f32>()?)
     }
+}
+
+/// Most word pieces in one call of the packed forward from a batch (its activations then take
+/// about 25 MB).
+const PACKED_CHUNK_PIECES: usize = 4096;
+
+/// `order` cut into consecutive chunks of about `target` pieces (`len` of each item) and at most
+/// `most` items each; every chunk holds one item at least.
+fn chunks_of_pieces(order: &[usize], len: impl Fn(usize) -> usize, target: usize, most: usize) -> Vec<&[usize]> {
+    let mut out = Vec::new();
+    let (mut start, mut pieces) = (0, 0);
+    for (at, &i) in order.iter().enumerate() {
+        if at > start && (pieces + len(i) > target || at - start >= most) {
+            out.push(&order[start..at]);
+            (start, pieces) = (at, 0);
+        }
+        pieces += len(i);
+    }
+    if start < order.len() {
+        out.push(&order[start..]);
+    }
+    out
 }
 
 /// Cosine similarity of two vectors of equal length (1 for identical directions).
@@ -457,6 +586,16 @@ mod tests {
         assert!(std::sync::Arc::ptr_eq(&fg.model, &bg.model), "weights are shared");
         let texts = ["the beagle mix barks", "Maya paints on Sundays"];
         assert_eq!(fg.embed(&texts).expect("fg"), bg.embed(&texts).expect("bg"), "the same vectors, to the bit");
+    }
+
+    #[test]
+    fn chunks_of_pieces_cover_the_order_and_keep_to_both_bounds() {
+        let order: Vec<usize> = (0..10).collect();
+        let len = |i: usize| [5, 5, 5, 1, 1, 1, 1, 20, 2, 2][i];
+        let chunks = chunks_of_pieces(&order, len, 10, 3);
+        assert_eq!(chunks, [&[0, 1][..], &[2, 3, 4], &[5, 6], &[7], &[8, 9]]);
+        assert_eq!(chunks_of_pieces(&order, len, 1000, 100), [&order[..]]);
+        assert!(chunks_of_pieces(&[], len, 10, 3).is_empty());
     }
 
     #[test]
