@@ -12,7 +12,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
-use super::api::{Metadata, Scope};
+use super::scope::{Metadata, Scope, when};
 use crate::error::{Error, Result};
 use crate::store::Episode;
 
@@ -239,31 +239,25 @@ impl Filter {
         self.eval(scope, Some(first)).unwrap_or(false)
     }
 
+    /// `AND` (`decisive` false) or `OR` (true) of `parts` in Kleene's logic: one part of the
+    /// decisive value decides; else any unknown part leaves it unknown.
+    fn kleene(parts: &[Filter], decisive: bool, scope: &Scope, memory: Option<&Episode>) -> Option<bool> {
+        let mut out = Some(!decisive);
+        for p in parts {
+            match p.eval(scope, memory) {
+                Some(b) if b == decisive => return Some(decisive),
+                None => out = None,
+                Some(_) => {}
+            }
+        }
+        out
+    }
+
     /// Kleene's three-valued logic: `None` is a memory field asked of a scope alone.
     fn eval(&self, scope: &Scope, memory: Option<&Episode>) -> Option<bool> {
         match self {
-            Filter::And(parts) => {
-                let mut out = Some(true);
-                for p in parts {
-                    match p.eval(scope, memory) {
-                        Some(false) => return Some(false),
-                        None => out = None,
-                        Some(true) => {}
-                    }
-                }
-                out
-            }
-            Filter::Or(parts) => {
-                let mut out = Some(false);
-                for p in parts {
-                    match p.eval(scope, memory) {
-                        Some(true) => return Some(true),
-                        None => out = None,
-                        Some(false) => {}
-                    }
-                }
-                out
-            }
+            Filter::And(parts) => Filter::kleene(parts, false, scope, memory),
+            Filter::Or(parts) => Filter::kleene(parts, true, scope, memory),
             Filter::Not(parts) => Filter::Or(parts.clone()).eval(scope, memory).map(|b| !b),
             Filter::Test(field, test) => {
                 let value = match field {
@@ -404,7 +398,7 @@ fn operand(value: &Value, at: &str, kind: Kind) -> Result<Value> {
             other => Err(invalid(at, format!("expected an id (text), got {}", kind_of(other)))),
         },
         Kind::Time => {
-            let t: Option<DateTime<Utc>> = super::api::when(value.clone()).map_err(|e| invalid(at, e))?;
+            let t: Option<DateTime<Utc>> = when(value.clone()).map_err(|e| invalid(at, e))?;
             t.map(micros).ok_or_else(|| invalid(at, "expected a time, got null"))
         }
         Kind::Any => Ok(value.clone()),

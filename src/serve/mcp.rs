@@ -180,13 +180,7 @@ impl Mcp {
                     Some(m) => filter::metadata(m, "arguments.metadata")?,
                     None => None,
                 };
-                let messages = messages
-                    .into_iter()
-                    .map(|mut m| {
-                        m.metadata = m.metadata.or_else(|| metadata.clone());
-                        m
-                    })
-                    .collect();
+                let messages = messages.into_iter().map(|m| m.or_metadata(metadata.as_ref())).collect();
                 Ok(json!({ "results": service.add(&scope, messages).await? }))
             }
             "search_memory" => {

@@ -19,7 +19,8 @@
 //! - the search thread (`searcher`) batches concurrent searches into one embedding pass and
 //!   one ranking dispatch, and owns the GPU queue and the resident graphs.
 //!
-//! Files: `api.rs` (the types agents see), `filter.rs` (mem0's filters: which memories a
+//! Files: `scope.rs` (a memory's scope, metadata and client times, below the rest), `api.rs`
+//! (the types agents see), `filter.rs` (mem0's filters: which memories a
 //! request reads, across scopes), `wire.rs` (mem0's wire format, for `http`), `writer.rs` (the write path), `blocking.rs` (the
 //! facade without async), `searcher.rs` (the search thread); the [`Service`] handle is here.
 //! Owns scopes, memory ids, the write path of the API and the in-memory index of every scope.
@@ -31,6 +32,7 @@ pub mod filter;
 pub mod http;
 mod labels;
 pub mod mcp;
+mod scope;
 mod searcher;
 mod service;
 mod state;

@@ -204,8 +204,7 @@ pub fn add(mut fields: Fields) -> Result<Add> {
         .into_iter()
         .map(|mut m: Message| {
             m.timestamp = m.timestamp.or(timestamp);
-            m.metadata = m.metadata.or_else(|| metadata.clone());
-            m
+            m.or_metadata(metadata.as_ref())
         })
         .collect();
     Ok(Add { scope, messages, infer })

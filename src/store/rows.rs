@@ -32,6 +32,23 @@ pub(super) struct EpisodeRow<'a> {
     pub(super) metadata: Option<String>,
 }
 
+impl<'a> EpisodeRow<'a> {
+    /// The row of `turn`, of `conversation`'s session `session` (an ingested turn: no metadata).
+    pub(super) fn of_turn(conversation: &'a str, session: u32, turn: &'a crate::conversation::Turn) -> EpisodeRow<'a> {
+        EpisodeRow {
+            conversation,
+            session,
+            id: &turn.id,
+            position: turn.position,
+            speaker: &turn.speaker,
+            text: &turn.text,
+            image_caption: turn.image_caption.as_deref(),
+            timestamp: turn.timestamp,
+            metadata: None,
+        }
+    }
+}
+
 /// The `episodes` record batch of `rows` with their embeddings (`rows.len() × EMBEDDING_DIM`).
 pub(super) fn episode_batch(rows: &[EpisodeRow], embeddings: Vec<f32>) -> Result<RecordBatch> {
     let emb = embedding_array(embeddings, None)?;

@@ -362,20 +362,7 @@ async fn metadata_round_trips_and_a_store_without_its_column_gains_it_on_its_nex
     let dir = tempfile::tempdir().unwrap();
     let c = conversation("conv-a", 3);
     let turns: Vec<&Turn> = c.turns().collect();
-    let rows: Vec<EpisodeRow> = turns
-        .iter()
-        .map(|t| EpisodeRow {
-            conversation: "conv-a",
-            session: 1,
-            id: &t.id,
-            position: t.position,
-            speaker: &t.speaker,
-            text: &t.text,
-            image_caption: t.image_caption.as_deref(),
-            timestamp: t.timestamp,
-            metadata: None,
-        })
-        .collect();
+    let rows: Vec<EpisodeRow> = turns.iter().map(|t| EpisodeRow::of_turn("conv-a", 1, t)).collect();
     let full = episode_batch(&rows, vectors(3, 0)).unwrap();
     let old = full.project(&(0..full.num_columns() - 1).collect::<Vec<_>>()).unwrap();
     let writer = Writer::acquire(dir.path()).expect("lock");

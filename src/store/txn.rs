@@ -210,21 +210,8 @@ impl WriteTxn {
                 embeddings.len()
             )));
         }
-        let rows: Vec<EpisodeRow> = turns
-            .iter()
-            .zip(session_of)
-            .map(|(t, &session)| EpisodeRow {
-                conversation,
-                session,
-                id: &t.id,
-                position: t.position,
-                speaker: &t.speaker,
-                text: &t.text,
-                image_caption: t.image_caption.as_deref(),
-                timestamp: t.timestamp,
-                metadata: None,
-            })
-            .collect();
+        let rows: Vec<EpisodeRow> =
+            turns.iter().zip(session_of).map(|(t, &session)| EpisodeRow::of_turn(conversation, session, t)).collect();
         self.append(Table::Episodes, episode_batch(&rows, embeddings.to_vec())?).await
     }
 
