@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Embedding speed, side by side in one run on one machine: Myelin's packed forward, candle's
-# forward (the reference) and sentence-transformers (PyTorch), the same texts, batch size and
+# Embedding speed, side by side in one run on one machine: Myelin's packed forward in f32 and
+# int8, candle's forward (the reference) and sentence-transformers (PyTorch), the same texts, batch size and
 # threads. Three inputs: LoCoMo questions one at a time (as a search embeds its question:
 # p50/p95 per text), LoCoMo turns and BEAM messages (up to 256 word pieces) in batches (as an
 # ingest embeds: texts/s). Each row also gives the arithmetic it did (GFLOP/s) against the
@@ -111,13 +111,15 @@ for line in sys.stdin:
     v["input"] = sys.argv[1] if v["mode"] == "one" else sys.argv[2]
     print(json.dumps(v))' "$1" "$2" >> "$RAW"; }
 
-for forward in packed candle; do
-    echo "running myelin ($forward) ..." >&2
-    RAYON_NUM_THREADS="$THREADS" "$BIN" --embed-forward "$forward" embed-bench --sentences "$TMP/turns.txt" \
-        --queries "$TMP/questions.txt" --one "$ONE" --batch-size "$BATCH" --repeat "$REPEAT" --json > "$TMP/out"
+# Each Myelin engine: its forward pass and the arithmetic of its linear layers.
+for engine in "packed f32" "packed int8" "candle f32"; do
+    read -r forward precision <<< "$engine"
+    echo "running myelin ($forward, $precision) ..." >&2
+    M=(env RAYON_NUM_THREADS="$THREADS" "$BIN" --embed-forward "$forward" --embed-precision "$precision" embed-bench
+       --batch-size "$BATCH" --repeat "$REPEAT" --json)
+    "${M[@]}" --sentences "$TMP/turns.txt" --queries "$TMP/questions.txt" --one "$ONE" > "$TMP/out"
     keep "locomo questions" "locomo turns" < "$TMP/out"
-    RAYON_NUM_THREADS="$THREADS" "$BIN" --embed-forward "$forward" embed-bench --sentences "$TMP/beam.txt" \
-        --one 0 --batch-size "$BATCH" --repeat "$REPEAT" --json | keep "beam messages" "beam messages"
+    "${M[@]}" --sentences "$TMP/beam.txt" --one 0 | keep "beam messages" "beam messages"
 done
 
 echo "running sentence-transformers ($PY) ..." >&2
@@ -162,11 +164,13 @@ print(table)
 print(f"peak f32 matrix product ({threads} threads, gemm): {peak:.1f} GFLOP/s; "
       "a one-at-a-time ratio is sentence-transformers' p50 over the engine's, a batch ratio the engine's texts/s over sentence-transformers'")
 with open(summary, "w", encoding="utf-8") as out:
-    out.write("# Embedding speed: Myelin (packed, candle) and sentence-transformers, one run\n\n")
+    out.write("# Embedding speed: Myelin (packed f32, packed int8, candle) and sentence-transformers, one run\n\n")
     out.write(f"all-MiniLM-L6-v2; batch size {batch}; {threads} threads; the same texts for every engine.\n\n")
     out.write(table + "\n\n")
     out.write(f"Peak f32 matrix product on this machine, measured in the same run: {peak:.1f} GFLOP/s. "
-              "The floor is the texts' arithmetic (Myelin's count) at that rate.\n\n")
+              "The floor is the texts' arithmetic (Myelin's count) at that rate. int8 products are not "
+              "bound by the f32 peak (a VNNI instruction does four times an FMA's multiplications), so "
+              "int8 rows can pass 100%.\n\n")
     out.write(f"## Machine\n\n- uname -a: `{uname}`\n- nproc: {nproc}\n- CPU: {cpu}\n")
     torch = next((r.get("torch") for r in rows if r.get("torch")), None)
     if torch:

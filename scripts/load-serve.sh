@@ -8,7 +8,7 @@
 # Defaults: $MYELIN_DATASETS/locomo/locomo10-dev.json, 64 clients, 30 s,
 # bench-results/serve-load-<date>. MYELIN_BIN picks the binary (default target/release/myelin);
 # LOAD_FLAGS passes more flags to `myelin load` (e.g. "--write-share 0" for searches only);
-# SERVE_FLAGS passes global flags to the server (e.g. "--embed-forward candle").
+# SERVE_FLAGS passes global flags to the server (e.g. "--embed-forward candle --embed-precision f32").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${MYELIN_BIN:-target/release/myelin}

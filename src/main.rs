@@ -59,6 +59,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     if let Some(forward) = cli.embed_forward {
         config.embed.forward = forward;
     }
+    if let Some(precision) = cli.embed_precision {
+        config.embed.precision = precision;
+    }
     if cli.model_dir.is_some() {
         config.embed.model_dir = cli.model_dir.clone();
     }

@@ -19,6 +19,8 @@ pub struct EmbedRun {
     pub mode: &'static str,
     /// The forward pass (`packed`, `candle`).
     pub forward: &'static str,
+    /// The linear layers' arithmetic (`f32`, `int8`).
+    pub precision: &'static str,
     /// Texts embedded.
     pub texts: usize,
     /// Word pieces in all, [CLS] and [SEP] included.
@@ -156,6 +158,7 @@ pub fn one_at_a_time(embedder: &Embedder, texts: &[&str], repeat: usize) -> Resu
     Ok(EmbedRun {
         mode: "one",
         forward: embedder.forward().as_str(),
+        precision: embedder.precision().as_str(),
         texts: texts.len(),
         pieces,
         batch_size: 1,
@@ -196,6 +199,7 @@ pub fn batched(embedder: &Embedder, texts: &[&str], batch_size: usize, repeat: u
     Ok(EmbedRun {
         mode: "batch",
         forward: embedder.forward().as_str(),
+        precision: embedder.precision().as_str(),
         texts: texts.len(),
         pieces,
         batch_size,

@@ -51,6 +51,9 @@ pub struct Cli {
     /// The embedder's forward pass [embed.forward].
     #[arg(long, global = true, value_enum)]
     pub embed_forward: Option<myelin::embed::Forward>,
+    /// The arithmetic of the embedder's linear layers [embed.precision].
+    #[arg(long, global = true, value_enum)]
+    pub embed_precision: Option<myelin::embed::Precision>,
     /// No progress bars.
     #[arg(long, short, global = true)]
     pub quiet: bool,

@@ -70,15 +70,25 @@ impl Packed {
 
     /// [`Packed::new`] without a bias, reusing this layer's buffers: `weight` is `n × k`.
     pub(super) fn repack(&mut self, weight: &[f32], n: usize, k: usize) {
-        debug_assert!(n.is_multiple_of(PANEL) && weight.len() == n * k);
+        debug_assert!(weight.len() == n * k);
+        self.repack_with(n, k, |o, i| weight[o * k + i]);
+    }
+
+    /// This layer's buffers refilled with `n` outputs of `k` inputs, output o's weight of input
+    /// i being `weight(o, i)`, and no bias (attention packs its keys and values this way, read
+    /// straight from the query-key-value rows).
+    #[inline(always)]
+    pub(super) fn repack_with(&mut self, n: usize, k: usize, weight: impl Fn(usize, usize) -> f32) {
+        debug_assert!(n.is_multiple_of(PANEL));
         self.panels.resize(n * k, 0.0);
         self.bias.clear();
         self.bias.resize(n, 0.0);
         (self.n, self.k) = (n, k);
         for p in 0..n / PANEL {
             for i in 0..k {
-                for j in 0..PANEL {
-                    self.panels[(p * k + i) * PANEL + j] = weight[(p * PANEL + j) * k + i];
+                let at = (p * k + i) * PANEL;
+                for (j, w) in self.panels[at..at + PANEL].iter_mut().enumerate() {
+                    *w = weight(p * PANEL + j, i);
                 }
             }
         }
@@ -110,20 +120,9 @@ impl Packed {
     /// on another of the current rayon pool: one text's product on two cores.
     pub(super) fn apply_on_two(&self, isa: Isa, x: &[f32], rows: usize, out: &mut [f32]) {
         assert!(x.len() >= rows * self.k && out.len() >= rows * self.n, "matrix sizes");
-        let panels = self.n / PANEL;
-        // An even cut, so that AVX-512's pairs of panels stay whole.
-        let half = (panels / 2) & !1;
-        struct Out(*mut f32);
-        // SAFETY: the two halves write disjoint columns of `out`, which outlives both.
-        unsafe impl Send for Out {}
-        unsafe impl Sync for Out {}
-        let o = Out(out.as_mut_ptr());
-        let o = &o;
-        rayon::join(
-            // SAFETY: rows are bounded by the assertion; each closure writes only its panels' columns.
-            || unsafe { self.apply_panels(isa, x, rows, o.0, 0..half) },
-            || unsafe { self.apply_panels(isa, x, rows, o.0, half..panels) },
-        );
+        // SAFETY: the assertion bounds every row of `x` and `out`; each half writes only its
+        // panels' columns.
+        on_two(self.n / PANEL, out, |o, panels| unsafe { self.apply_panels(isa, x, rows, o, panels) });
     }
 
     /// The product's columns of `panels` into `out` (`rows × n`).
@@ -167,6 +166,20 @@ impl Packed {
     }
 }
 
+/// `write(out, panels)` for the panels `0..panels` cut in two, one half on the calling thread
+/// and one on another of the current rayon pool; an even cut, so that AVX-512's pairs of panels
+/// stay whole. `write` must write only the columns of the panels it is given.
+pub(super) fn on_two(panels: usize, out: &mut [f32], write: impl Fn(*mut f32, std::ops::Range<usize>) + Sync) {
+    let half = (panels / 2) & !1;
+    struct Out(*mut f32);
+    // SAFETY: the two halves write disjoint columns of `out`, which outlives both.
+    unsafe impl Send for Out {}
+    unsafe impl Sync for Out {}
+    let o = Out(out.as_mut_ptr());
+    let o = &o;
+    rayon::join(|| write(o.0, 0..half), || write(o.0, half..panels));
+}
+
 /// Lanes of the partial sums a reduction keeps, so that it vectorises.
 const LANES: usize = 16;
 
@@ -184,6 +197,28 @@ fn lane_sum(v: &[f32], f: impl Fn(f32) -> f32) -> f32 {
     acc.iter().sum::<f32>() + rest.iter().map(|&x| f(x)).sum::<f32>()
 }
 
+/// The least and largest of `v` (±∞ when empty; NaNs skipped), in [`LANES`] partial folds, so
+/// that it vectorises (a fold through one value is a chain of dependent steps).
+#[inline(always)]
+pub(super) fn lane_range(v: &[f32]) -> (f32, f32) {
+    let mut lo = [f32::INFINITY; LANES];
+    let mut hi = [f32::NEG_INFINITY; LANES];
+    let chunks = v.chunks_exact(LANES);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for l in 0..LANES {
+            // Comparisons, not `f32::min`/`max` (whose NaN rules keep the loop scalar).
+            lo[l] = if c[l] < lo[l] { c[l] } else { lo[l] };
+            hi[l] = if c[l] > hi[l] { c[l] } else { hi[l] };
+        }
+    }
+    let fold = |a: &[f32], init: f32, f: fn(f32, f32) -> f32| a.iter().copied().fold(init, f);
+    (
+        fold(rest, fold(&lo, f32::INFINITY, f32::min), f32::min),
+        fold(rest, fold(&hi, f32::NEG_INFINITY, f32::max), f32::max),
+    )
+}
+
 /// `e^x` to about 2e-7 relative: `x = n·ln 2 + r` with |r| ≤ ln 2 / 2, `e^r` by its Taylor
 /// series to degree 6, `2^n` put in the exponent's bits. Branch-free, so a loop of it
 /// vectorises; `x` is clamped to [-87, 88], where f32 holds `e^x`.
@@ -194,7 +229,10 @@ fn exp(x: f32) -> f32 {
     // ln 2 in two parts, the first exact in few bits, so that n·ln 2 loses nothing.
     let r = x - n * 0.693_145_75 - n * 1.428_606_8e-6;
     let p = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
-    p * f32::from_bits(((n as i32 + 127) << 23) as u32)
+    // 2^n from n's bits: n + 1.5·2^23 holds n in its low mantissa bits, exactly (|n| ≤ 126),
+    // so no float-to-integer conversion (whose saturation keeps a loop from vectorising).
+    let n_bits = (n + 12_582_912.0).to_bits().wrapping_sub(0x4B40_0000);
+    p * f32::from_bits(n_bits.wrapping_add(127) << 23)
 }
 
 /// The error function (Abramowitz and Stegun, 7.1.26: 1.5e-7 in exact arithmetic, within 6e-7
@@ -241,7 +279,7 @@ pub(super) fn add_and_normalise(x: &mut [f32], y: Option<&[f32]>, width: usize, 
 pub(super) fn softmax_rows(scores: &mut [f32], width: usize, n: usize) {
     for row in scores.chunks_exact_mut(width) {
         let (live, pad) = row.split_at_mut(n);
-        let max = live.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let max = lane_range(live).1;
         live.iter_mut().for_each(|s| *s = exp(*s - max));
         let inv = 1.0 / lane_sum(live, |v| v);
         live.iter_mut().for_each(|s| *s *= inv);

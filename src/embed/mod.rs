@@ -4,11 +4,12 @@
 //! pass, attention-masked mean pooling and L2 normalisation: the same function as
 //! sentence-transformers computes for this model (truncation at 256 word pieces, [CLS] and
 //! [SEP] included). Two forwards compute it ([`Forward`]): `packed.rs` (the default: written for
-//! this model's shapes, texts end to end without padding, its products in `kernels.rs`) and
-//! candle's `BertModel` (the reference). It must not read conversations or touch the store,
+//! this model's shapes, texts end to end without padding, its products in `kernels.rs`, or at
+//! [`Precision::Int8`] in `int8.rs`) and candle's `BertModel` (the reference). It must not read conversations or touch the store,
 //! and it never reaches the network: weights come from a local directory that
 //! `scripts/fetch-model.sh` fills.
 
+mod int8;
 mod kernels;
 mod packed;
 
@@ -20,6 +21,7 @@ use candle_transformers::models::bert::{BertModel, Config as BertConfig};
 use rayon::prelude::*;
 use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
 
+pub use self::int8::Precision;
 use self::packed::PackedBert;
 use crate::error::{Error, Result};
 
@@ -57,6 +59,9 @@ pub struct EmbedConfig {
     pub threads: usize,
     /// Which forward pass computes the embeddings (default `packed`).
     pub forward: Forward,
+    /// The linear layers' arithmetic (default `int8`; `int8` needs the packed forward, candle's
+    /// takes `f32`).
+    pub precision: Precision,
 }
 
 impl Default for EmbedConfig {
@@ -67,6 +72,7 @@ impl Default for EmbedConfig {
             max_seq_len: DEFAULT_MAX_SEQ_LEN,
             threads: 0,
             forward: Forward::default(),
+            precision: Precision::default(),
         }
     }
 }
@@ -180,6 +186,7 @@ pub struct Embedder {
     pool: rayon::ThreadPool,
     /// Hidden width, feed-forward width and layers: what one text's arithmetic depends on.
     shape: (usize, usize, usize),
+    precision: Precision,
 }
 
 impl std::fmt::Debug for Embedder {
@@ -237,9 +244,16 @@ impl Embedder {
         // is loaded, which holds for a model directory the engine only reads.
         let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, &device) }
             .map_err(|e| Error::Model(format!("{}: {e}", weights.display())))?;
-        let model = match config.forward {
-            Forward::Packed => Model::Packed(PackedBert::load(&vb, &bert)?),
-            Forward::Candle => Model::Candle(
+        let model = match (config.forward, config.precision) {
+            (Forward::Packed, precision) => Model::Packed(PackedBert::load(&vb, &bert, precision)?),
+            (Forward::Candle, Precision::Int8) => {
+                return Err(Error::InvalidArgument(
+                    "embed.precision = \"int8\" needs embed.forward = \"packed\": candle's forward is f32 only \
+                     (set embed.precision = \"f32\", or --embed-precision f32)"
+                        .into(),
+                ));
+            }
+            (Forward::Candle, Precision::F32) => Model::Candle(
                 BertModel::load(vb, &bert).map_err(|e| Error::Model(format!("{}: {e}", weights.display())))?,
             ),
         };
@@ -257,6 +271,7 @@ impl Embedder {
             dir,
             pool,
             shape: (bert.hidden_size, bert.intermediate_size, bert.num_hidden_layers),
+            precision: config.precision,
         })
     }
 
@@ -276,6 +291,7 @@ impl Embedder {
             dir: self.dir.clone(),
             pool: thread_pool(threads, "myelin-embed-bg", Some(BACKGROUND_NICE))?,
             shape: self.shape,
+            precision: self.precision,
         })
     }
 
@@ -341,6 +357,11 @@ impl Embedder {
             Model::Packed(_) => Forward::Packed,
             Model::Candle(_) => Forward::Candle,
         }
+    }
+
+    /// The arithmetic of its linear layers.
+    pub fn precision(&self) -> Precision {
+        self.precision
     }
 
     fn embed_here<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Result<Vec<f32>> {

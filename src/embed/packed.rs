@@ -2,6 +2,8 @@
 //! of a call laid end to end (no padding, so no work on it), every linear layer one product over
 //! all their word pieces ([`kernels`](super::kernels), weights packed once at load), attention
 //! per text and head over its own pieces, then masked mean pooling and L2 normalisation. The
+//! linear layers' weights are f32 or, at [`Precision::Int8`], rounded to 8 bits
+//! ([`int8`](super::int8)); attention, normalisation and pooling stay f32. At f32 it is the
 //! same function as candle's `BertModel` with [`Embedder`](super::Embedder)'s pooling (the tests
 //! hold them to 1e-5), without candle's cost per operation, which at one short text is most of
 //! the time. Owns the forward; must not tokenise or find files.
@@ -10,8 +12,39 @@ use candle_core::{DType, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::Config as BertConfig;
 
+use super::int8::{self, Precision, Quantised, Rows};
 use super::kernels::{self, Isa, Packed};
 use crate::error::{Error, Result};
+
+/// One linear layer, its weights in f32 or rounded to int8 ([`Precision`]).
+#[derive(Debug)]
+enum Linear {
+    F32(Packed),
+    Int8(Quantised),
+}
+
+impl Linear {
+    fn outputs(&self) -> usize {
+        match self {
+            Linear::F32(w) => w.outputs(),
+            Linear::Int8(w) => w.outputs(),
+        }
+    }
+
+    fn inputs(&self) -> usize {
+        match self {
+            Linear::F32(w) => w.inputs(),
+            Linear::Int8(w) => w.inputs(),
+        }
+    }
+}
+
+/// The kernels a forward runs: f32 and int8.
+#[derive(Debug, Clone, Copy)]
+struct Isas {
+    f32: Isa,
+    int8: int8::Isa,
+}
 
 /// One layer normalisation.
 #[derive(Debug)]
@@ -25,27 +58,50 @@ struct Norm {
 #[derive(Debug)]
 struct Layer {
     /// Query, key and value in one product (1152 outputs).
-    qkv: Packed,
+    qkv: Linear,
     /// The attention's output projection.
-    out: Packed,
+    out: Linear,
     norm1: Norm,
     /// The feed-forward's expansion (1536) and projection back.
-    up: Packed,
-    down: Packed,
+    up: Linear,
+    down: Linear,
     norm2: Norm,
 }
 
 /// The stages of the forward whose time [`PackedBert::stages`] reports.
-pub(super) const STAGES: [&str; 8] = [
+#[derive(Debug, Clone, Copy)]
+enum Stage {
+    Embeddings,
+    QueryKeyValue,
+    /// Packing each head's keys and values for its two products.
+    AttentionPack,
+    AttentionScores,
+    Softmax,
+    AttentionValues,
+    /// The attention's output projection and the layer normalisation after it.
+    AttentionOutput,
+    FeedForwardUp,
+    Gelu,
+    /// The feed-forward's projection back and the layer normalisation after it.
+    FeedForwardDown,
+    Pooling,
+}
+
+/// Each [`Stage`]'s name, in its order.
+const STAGES: [&str; 11] = [
     "embeddings",
     "query-key-value",
-    "attention",
+    "attention: packing",
+    "attention: scores",
+    "attention: softmax",
+    "attention: values",
     "attention output",
     "feed-forward up",
     "gelu",
     "feed-forward down",
     "pooling",
 ];
+const _: () = assert!(STAGES.len() == Stage::Pooling as usize + 1, "a name for each stage");
 
 /// The model, packed.
 #[derive(Debug)]
@@ -62,7 +118,7 @@ pub(super) struct PackedBert {
     layers: Vec<Layer>,
     hidden: usize,
     heads: usize,
-    isa: Isa,
+    isa: Isas,
 }
 
 /// Reads `name` (of `shape`) as f32 values.
@@ -71,14 +127,18 @@ fn values(vb: &VarBuilder, shape: &[usize], name: &str) -> Result<Vec<f32>> {
     Ok(t.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?)
 }
 
-fn linear(vb: &VarBuilder, prefixes: &[&str], n_each: usize, k: usize) -> Result<Packed> {
+fn linear(vb: &VarBuilder, prefixes: &[&str], n_each: usize, k: usize, precision: Precision) -> Result<Linear> {
     let (mut w, mut b) = (Vec::new(), Vec::new());
     for p in prefixes {
         w.extend(values(vb, &[n_each, k], &format!("{p}.weight"))?);
         b.extend(values(vb, &[n_each], &format!("{p}.bias"))?);
     }
     let n = n_each * prefixes.len();
-    Packed::new(&w, &b, n, k).ok_or_else(|| Error::Model(format!("{}: {n} outputs do not fill panels", prefixes[0])))
+    let packed = match precision {
+        Precision::F32 => Packed::new(&w, &b, n, k).map(Linear::F32),
+        Precision::Int8 => Quantised::new(&w, &b, n, k).map(Linear::Int8),
+    };
+    packed.ok_or_else(|| Error::Model(format!("{}: {n} outputs do not fill panels", prefixes[0])))
 }
 
 fn norm(vb: &VarBuilder, prefix: &str, hidden: usize, eps: f64) -> Result<Norm> {
@@ -91,8 +151,8 @@ fn norm(vb: &VarBuilder, prefix: &str, hidden: usize, eps: f64) -> Result<Norm> 
 
 impl PackedBert {
     /// Packs the weights `vb` holds (a BERT checkpoint laid out as Hugging Face's, with or
-    /// without the `bert.` prefix).
-    pub(super) fn load(vb: &VarBuilder, config: &BertConfig) -> Result<PackedBert> {
+    /// without the `bert.` prefix), the linear layers' at `precision`.
+    pub(super) fn load(vb: &VarBuilder, config: &BertConfig, precision: Precision) -> Result<PackedBert> {
         let vb = if vb.contains_tensor("bert.embeddings.word_embeddings.weight") { vb.pp("bert") } else { vb.clone() };
         let (h, f) = (config.hidden_size, config.intermediate_size);
         if config.num_attention_heads == 0 || h % config.num_attention_heads != 0 {
@@ -108,11 +168,11 @@ impl PackedBert {
             let at = |s: &str| format!("encoder.layer.{l}.{s}");
             let (q, k, v) = (at("attention.self.query"), at("attention.self.key"), at("attention.self.value"));
             layers.push(Layer {
-                qkv: linear(&vb, &[&q, &k, &v], h, h)?,
-                out: linear(&vb, &[&at("attention.output.dense")], h, h)?,
+                qkv: linear(&vb, &[&q, &k, &v], h, h, precision)?,
+                out: linear(&vb, &[&at("attention.output.dense")], h, h, precision)?,
                 norm1: norm(&vb, &at("attention.output.LayerNorm"), h, eps)?,
-                up: linear(&vb, &[&at("intermediate.dense")], f, h)?,
-                down: linear(&vb, &[&at("output.dense")], h, f)?,
+                up: linear(&vb, &[&at("intermediate.dense")], f, h, precision)?,
+                down: linear(&vb, &[&at("output.dense")], h, f, precision)?,
                 norm2: norm(&vb, &at("output.LayerNorm"), h, eps)?,
             });
         }
@@ -124,7 +184,7 @@ impl PackedBert {
             layers,
             hidden: h,
             heads: config.num_attention_heads,
-            isa: Isa::detect(),
+            isa: Isas { f32: Isa::detect(), int8: int8::Isa::detect() },
             spent: Default::default(),
         })
     }
@@ -138,10 +198,10 @@ impl PackedBert {
             .collect()
     }
 
-    /// Adds the time since `*from` to stage `stage` and restarts the clock.
-    fn lap(&self, stage: usize, from: &mut std::time::Instant) {
+    /// Adds the time since `*from` to `stage` and restarts the clock.
+    fn lap(&self, stage: Stage, from: &mut std::time::Instant) {
         let now = std::time::Instant::now();
-        self.spent[stage].fetch_add((now - *from).as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
+        self.spent[stage as usize].fetch_add((now - *from).as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
         *from = now;
     }
 
@@ -165,8 +225,14 @@ impl PackedBert {
         }
         let t = starts[seqs.len()];
         let isa = self.isa;
-        let apply = |w: &Packed, x: &[f32], out: &mut [f32]| {
-            if split { w.apply_on_two(isa, x, t, out) } else { w.apply(isa, x, t, out) }
+        let mut rounded = Rows::default();
+        let mut apply = |w: &Linear, x: &[f32], out: &mut [f32]| match w {
+            Linear::F32(w) if split => w.apply_on_two(isa.f32, x, t, out),
+            Linear::F32(w) => w.apply(isa.f32, x, t, out),
+            Linear::Int8(w) => {
+                rounded.quantise(x, t, w.inputs());
+                if split { w.apply_on_two(isa.int8, &rounded, out) } else { w.apply(isa.int8, &rounded, out) }
+            }
         };
         let mut clock = std::time::Instant::now();
         // The embeddings: word + position + segment, normalised.
@@ -183,7 +249,7 @@ impl PackedBert {
         let norm =
             |x: &mut [f32], y: Option<&[f32]>, n: &Norm| kernels::add_and_normalise(x, y, h, &n.gamma, &n.beta, n.eps);
         norm(&mut x, None, &self.norm);
-        self.lap(0, &mut clock);
+        self.lap(Stage::Embeddings, &mut clock);
         let mut qkv = vec![0f32; t * 3 * h];
         let mut ctx = vec![0f32; t * h];
         let mut y = vec![0f32; t * h];
@@ -192,22 +258,21 @@ impl PackedBert {
         let mut scratch = Scratch::new();
         for layer in &self.layers {
             apply(&layer.qkv, &x, &mut qkv);
-            self.lap(1, &mut clock);
+            self.lap(Stage::QueryKeyValue, &mut clock);
             for s in 0..seqs.len() {
-                self.attend(&qkv, starts[s], starts[s + 1], &mut ctx, &mut scratch);
+                self.attend(&qkv, starts[s], starts[s + 1], &mut ctx, &mut scratch, &mut clock);
             }
-            self.lap(2, &mut clock);
             apply(&layer.out, &ctx, &mut y);
             norm(&mut x, Some(&y), &layer.norm1);
-            self.lap(3, &mut clock);
+            self.lap(Stage::AttentionOutput, &mut clock);
             apply(&layer.up, &x, &mut up);
-            self.lap(4, &mut clock);
+            self.lap(Stage::FeedForwardUp, &mut clock);
             kernels::gelu(&mut up);
-            self.lap(5, &mut clock);
+            self.lap(Stage::Gelu, &mut clock);
             debug_assert_eq!(layer.down.inputs(), f);
             apply(&layer.down, &up, &mut y);
             norm(&mut x, Some(&y), &layer.norm2);
-            self.lap(6, &mut clock);
+            self.lap(Stage::FeedForwardDown, &mut clock);
         }
         // Mean over each text's pieces, then unit length (as `Embedder::forward_batch`).
         let mut out = vec![0f32; seqs.len() * h];
@@ -223,45 +288,51 @@ impl PackedBert {
             let norm = row.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
             row.iter_mut().for_each(|v| *v /= norm);
         }
-        self.lap(7, &mut clock);
+        self.lap(Stage::Pooling, &mut clock);
         Ok(out)
     }
 
     /// Self-attention of the text whose pieces are rows `from..to`, every head: its scores
     /// (queries times keys, scaled) and its weighted values are two products through the same
-    /// kernels as the linear layers, keys and values packed per head (padded to whole panels;
-    /// padding gets zero weight).
-    fn attend(&self, qkv: &[f32], from: usize, to: usize, ctx: &mut [f32], s: &mut Scratch) {
+    /// kernels as the linear layers, keys and values packed per head straight from the rows
+    /// (padded to whole panels; padding gets zero weight).
+    fn attend(
+        &self,
+        qkv: &[f32],
+        from: usize,
+        to: usize,
+        ctx: &mut [f32],
+        s: &mut Scratch,
+        clock: &mut std::time::Instant,
+    ) {
         let h = self.hidden;
         let d = h / self.heads;
         let n = to - from;
         let padded = n.next_multiple_of(kernels::PANEL);
         let scale = 1.0 / (d as f32).sqrt();
+        let rows = &qkv[from * 3 * h..to * 3 * h];
         for head in 0..self.heads {
             let (q_at, k_at, v_at) = (head * d, h + head * d, 2 * h + head * d);
             s.q.clear();
-            s.k.clear();
-            s.k.resize(padded * d, 0.0);
-            s.vt.clear();
-            s.vt.resize(d * padded, 0.0);
             for j in 0..n {
-                let row = &qkv[(from + j) * 3 * h..][..3 * h];
-                s.q.extend(row[q_at..q_at + d].iter().map(|v| v * scale));
-                s.k[j * d..(j + 1) * d].copy_from_slice(&row[k_at..k_at + d]);
-                for c in 0..d {
-                    s.vt[c * padded + j] = row[v_at + c];
-                }
+                s.q.extend(rows[j * 3 * h + q_at..][..d].iter().map(|v| v * scale));
             }
-            s.keys.repack(&s.k, padded, d);
-            s.values.repack(&s.vt, d, padded);
+            // Keys: output j (a piece) of input c (a dimension); values: output c of input j.
+            let at = |j: usize, c: usize| if j < n { rows[j * 3 * h + c] } else { 0.0 };
+            s.keys.repack_with(padded, d, |j, c| at(j, k_at + c));
+            s.values.repack_with(d, padded, |c, j| at(j, v_at + c));
+            self.lap(Stage::AttentionPack, clock);
             s.scores.resize(n * padded, 0.0);
-            s.keys.apply(self.isa, &s.q, n, &mut s.scores);
+            s.keys.apply(self.isa.f32, &s.q, n, &mut s.scores);
+            self.lap(Stage::AttentionScores, clock);
             kernels::softmax_rows(&mut s.scores, padded, n);
+            self.lap(Stage::Softmax, clock);
             s.out.resize(n * d, 0.0);
-            s.values.apply(self.isa, &s.scores, n, &mut s.out);
+            s.values.apply(self.isa.f32, &s.scores, n, &mut s.out);
             for i in 0..n {
                 ctx[(from + i) * h + q_at..][..d].copy_from_slice(&s.out[i * d..(i + 1) * d]);
             }
+            self.lap(Stage::AttentionValues, clock);
         }
     }
 }
@@ -269,8 +340,6 @@ impl PackedBert {
 /// The buffers attention reuses from head to head.
 struct Scratch {
     q: Vec<f32>,
-    k: Vec<f32>,
-    vt: Vec<f32>,
     keys: Packed,
     values: Packed,
     scores: Vec<f32>,
@@ -279,14 +348,6 @@ struct Scratch {
 
 impl Scratch {
     fn new() -> Scratch {
-        Scratch {
-            q: Vec::new(),
-            k: Vec::new(),
-            vt: Vec::new(),
-            keys: Packed::empty(),
-            values: Packed::empty(),
-            scores: Vec::new(),
-            out: Vec::new(),
-        }
+        Scratch { q: Vec::new(), keys: Packed::empty(), values: Packed::empty(), scores: Vec::new(), out: Vec::new() }
     }
 }

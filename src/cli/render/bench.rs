@@ -175,13 +175,21 @@ pub fn index_bench_json(b: &IndexBench<'_>) -> anyhow::Result<String> {
     Ok(serde_json::to_string_pretty(&v)? + "\n")
 }
 
+/// The engine a run measured: `myelin-<forward>`, with `-int8` at that precision.
+fn engine(r: &EmbedRun) -> String {
+    match r.precision {
+        "f32" => format!("myelin-{}", r.forward),
+        p => format!("myelin-{}-{p}", r.forward),
+    }
+}
+
 /// The embedder's speed: one JSON line, or a sentence.
 pub fn embed_bench(runs: &[EmbedRun], peak_gflops: f64, as_json: bool) {
     let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
     if as_json {
         for r in runs {
             let mut v = serde_json::json!(r);
-            v["engine"] = serde_json::json!(format!("myelin-{}", r.forward));
+            v["engine"] = serde_json::json!(engine(r));
             v["build"] = serde_json::json!(profile);
             v["peak_gflops"] = serde_json::json!(peak_gflops);
             println!("{v}");
@@ -189,11 +197,11 @@ pub fn embed_bench(runs: &[EmbedRun], peak_gflops: f64, as_json: bool) {
         return;
     }
     let mut t = table();
-    t.set_header(vec!["forward", "mode", "texts", "pieces/text", "p50 ms", "p95 ms", "texts/s", "GFLOP/s", "of peak"]);
+    t.set_header(vec!["engine", "mode", "texts", "pieces/text", "p50 ms", "p95 ms", "texts/s", "GFLOP/s", "of peak"]);
     let opt = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.2}"));
     for r in runs {
         t.add_row(vec![
-            r.forward.to_string(),
+            engine(r),
             r.mode.to_string(),
             r.texts.to_string(),
             format!("{:.1}", r.pieces as f64 / r.texts.max(1) as f64),
