@@ -467,10 +467,7 @@ mod tests {
         #[test]
         fn every_int8_kernel_is_the_rounded_product(rows in 1usize..20, panels in 1usize..5, k in 1usize..70, seed in 0u64..1000) {
             let n = panels * PANEL;
-            let value = |i: usize| (((i as u64 * 2654435761 + seed * 40503) % 2001) as f32 - 1000.0) / 1000.0;
-            let weight: Vec<f32> = (0..n * k).map(value).collect();
-            let bias: Vec<f32> = (0..n).map(|i| value(i + 7)).collect();
-            let x: Vec<f32> = (0..rows * k).map(|i| value(i + 13)).collect();
+            let (weight, bias, x) = super::super::kernels::tests::operands(rows, n, k, seed);
             let w = Quantised::new(&weight, &bias, n, k).unwrap();
             let mut rows_q = Rows::default();
             rows_q.quantise(&x, rows, k);

@@ -395,10 +395,20 @@ mod x86 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    /// A product's operands from `seed`, values in [−1, 1]: the weights (`n × k`), the bias and
+    /// the input rows (`rows × k`); the f32 and the int8 kernels' tests share them.
+    pub(in crate::embed) fn operands(rows: usize, n: usize, k: usize, seed: u64) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+        let value = |i: usize| (((i as u64 * 2654435761 + seed * 40503) % 2001) as f32 - 1000.0) / 1000.0;
+        let weight = (0..n * k).map(value).collect();
+        let bias = (0..n).map(|i| value(i + 7)).collect();
+        let x = (0..rows * k).map(|i| value(i + 13)).collect();
+        (weight, bias, x)
+    }
 
     /// The product in f64, straight from the unpacked weights.
     fn reference(weight: &[f32], bias: &[f32], x: &[f32], rows: usize, n: usize, k: usize) -> Vec<f64> {
@@ -419,10 +429,7 @@ mod tests {
         #[test]
         fn every_kernel_is_the_product(rows in 1usize..20, panels in 1usize..5, k in 1usize..70, seed in 0u64..1000) {
             let n = panels * PANEL;
-            let value = |i: usize| (((i as u64 * 2654435761 + seed * 40503) % 2001) as f32 - 1000.0) / 1000.0;
-            let weight: Vec<f32> = (0..n * k).map(value).collect();
-            let bias: Vec<f32> = (0..n).map(|i| value(i + 7)).collect();
-            let x: Vec<f32> = (0..rows * k).map(|i| value(i + 13)).collect();
+            let (weight, bias, x) = operands(rows, n, k, seed);
             let packed = Packed::new(&weight, &bias, n, k).unwrap();
             let want = reference(&weight, &bias, &x, rows, n, k);
             let mut first: Option<Vec<f32>> = None;
