@@ -132,17 +132,24 @@ fn every_http_route_answers_any_body_without_a_5xx_and_names_each_error() {
         ("POST", "/v1/memories/search"),
         ("PUT", "/v1/memories"),
     ];
+    // Each route's valid body; unchanged, each is accepted (PUT has no route of its own there).
+    let valid = |route: &str| match route {
+        "/v1/memories" => json!({"user_id": "alice", "messages": [{"role": "user", "content": "I moved to Bergen."}]}),
+        "/v1/memories/search" => json!({"user_id": "alice", "query": "Where do I live?", "limit": 3}),
+        _ => json!({"requests": [{"user_id": "alice", "query": "Where?"}]}),
+    };
+    for (method, route) in routes {
+        let (status, v) = send(&server.addr, method, route, valid(route).to_string().as_bytes(), None).expect("an answer");
+        assert_eq!(status, if method == "PUT" { 405 } else { 200 }, "{method} {route} with its valid body: {v}");
+    }
     let seen = std::cell::RefCell::new(std::collections::BTreeMap::<u16, usize>::new());
     let cases =
         (0..routes.len(), json_value(), prop::collection::vec(any::<usize>(), 0..5), json_value(), any::<bool>());
     runner()
         .run(&cases, |(route, body, path, part, raw)| {
             let (method, route) = routes[route];
-            // Either any value, or a valid body with one part replaced.
-            let valid = json!({"user_id": "alice", "query": "Where do I live?", "limit": 3,
-                "messages": [{"role": "user", "content": "I moved to Bergen."}],
-                "requests": [{"user_id": "alice", "query": "Where?"}]});
-            let body = if raw { body } else { replace_at(valid, &path, part) };
+            // Either any value, or the route's valid body with one part replaced.
+            let body = if raw { body } else { replace_at(valid(route), &path, part) };
             let (status, v) = send(&server.addr, method, route, body.to_string().as_bytes(), None)
                 .map_err(|e| TestCaseError::fail(format!("{method} {route}: no answer: {e}")))?;
             *seen.borrow_mut().entry(status).or_default() += 1;
@@ -175,7 +182,9 @@ fn every_http_route_answers_any_body_without_a_5xx_and_names_each_error() {
         .unwrap_or_else(|e| panic!("{e}"));
     let seen = seen.into_inner();
     eprintln!("answers by status: {seen:?}");
-    assert!(seen.contains_key(&200) && seen.contains_key(&400), "the cases reached both answers: {seen:?}");
+    // The valid bodies were answered 200 above; the generated ones must reach the checks that
+    // refuse (a 2xx among them is a matter of chance: a part replaced by a value of its type).
+    assert!(seen.contains_key(&400), "the cases reached the checks that refuse: {seen:?}");
     let (status, _) = server.call("GET", "/health", None, None);
     assert_eq!(status, 200, "still serving");
 }
