@@ -85,6 +85,36 @@ pub struct LoadReport {
     /// The server's `/health` after the run: its backend and counters (searches and the
     /// batches they took, writes and the commits they took).
     pub server: Value,
+    /// Where the server's search thread spent its time during the timed phase, per search.
+    pub search_thread: ThreadTimes,
+}
+
+/// The search thread's time per search (its totals over a run's searches, from the server's
+/// counters before and after), milliseconds: a batch's time is shared by its searches.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct ThreadTimes {
+    /// Embedding the query.
+    pub embed: f64,
+    /// Ranking: the query parsed, retrieval, the learned rerank.
+    pub rank: f64,
+    /// The result cut to the context budget and the answer built.
+    pub hand_over: f64,
+}
+
+impl ThreadTimes {
+    /// From `/health` before and after a run.
+    fn between(before: &Value, after: &Value) -> ThreadTimes {
+        let delta = |k: &str| {
+            let at = |v: &Value| v["stats"][k].as_u64().unwrap_or(0);
+            at(after).saturating_sub(at(before)) as f64
+        };
+        let per_search = |k: &str| delta(k) / 1e3 / delta("searches").max(1.0);
+        ThreadTimes {
+            embed: per_search("embed_us"),
+            rank: per_search("rank_us"),
+            hand_over: per_search("hand_over_us"),
+        }
+    }
 }
 
 /// One request on a fresh connection: status and body.
@@ -174,6 +204,9 @@ pub async fn run(
     if targets.iter().all(|(_, q)| q.is_empty()) {
         return Err(Error::InvalidArgument("no question to search with".into()));
     }
+    let empty = json!({});
+    let health = || ok_json(&options.addr, options.token.as_deref(), "GET", "/health", &empty);
+    let before = health().await?;
     let started = Instant::now();
     let deadline = started + options.duration;
     // Whether a large add is in flight, for the searches' own timing.
@@ -311,7 +344,7 @@ pub async fn run(
         }
     };
     let total = searches.len() + writes.len() + large_adds.len() + errors.len();
-    let server = ok_json(&options.addr, options.token.as_deref(), "GET", "/health", &json!({})).await?;
+    let server = health().await?;
     Ok(LoadReport {
         clients: options.clients,
         offered_rate: options.rate,
@@ -326,6 +359,7 @@ pub async fn run(
         error_samples: errors.into_iter().take(5).collect(),
         lost_writes: lost,
         requests_per_second: total as f64 / seconds.max(1e-9),
+        search_thread: ThreadTimes::between(&before, &server),
         server,
     })
 }

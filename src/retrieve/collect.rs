@@ -60,10 +60,17 @@ impl Memory {
     /// `r` cut to what the context budget (`max_context_tokens`) hands over: its best hits
     /// while their tokens fit ([`Retrieval::within_budget`]), each episode's embedded text
     /// counted by `count` (the embedder's tokenizer, `Embedder::token_count`, as `eval`
-    /// counts context).
+    /// counts context; the same function for the memory's life: an episode is counted once,
+    /// the first time it is handed over, and its count kept).
     pub fn hand_over(&self, mut r: Retrieval, count: impl Fn(&str) -> Result<usize>) -> Result<Retrieval> {
         // Counted lazily: the episodes after the first that does not fit are never tokenised.
-        let tokens = r.hits.iter().map(|h| count(&self.episodes[h.episode as usize].embedding_text()));
+        let tokens = r.hits.iter().map(|h| {
+            let kept = &self.tokens[h.episode as usize];
+            match kept.get() {
+                Some(&n) => Ok(n),
+                None => count(&self.episodes[h.episode as usize].embedding_text()).map(|n| *kept.get_or_init(|| n)),
+            }
+        });
         let handed = r.within_budget(self.config.max_context_tokens, tokens)?;
         r.hits.truncate(handed);
         Ok(r)

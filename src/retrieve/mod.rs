@@ -214,6 +214,9 @@ pub struct Memory {
     knowing: std::sync::OnceLock<std::result::Result<Arc<crate::knowing::GateModel>, String>>,
     /// The dense index, built on the first query that uses it.
     index: std::sync::OnceLock<DenseIndex>,
+    /// Per episode: the tokens of its embedded text as [`Memory::hand_over`] counts them,
+    /// counted the first time it is handed over.
+    tokens: Vec<std::sync::OnceLock<usize>>,
     /// What unreached nodes hold under `spreading` with the configured dynamics, built on the
     /// first query that spreads sparsely.
     resting: std::sync::OnceLock<Resting>,
@@ -289,6 +292,8 @@ impl Memory {
         bm25.extend(&terms);
         let mut memory = Memory::assemble(&self.conversation, episodes, graph, embeddings, bm25, self.config.clone())?;
         memory.sparse_min_nodes = self.sparse_min_nodes;
+        // The episodes it keeps keep their texts, so their counts.
+        memory.tokens[..self.tokens.len()].clone_from_slice(&self.tokens);
         Ok(memory)
     }
 
@@ -337,6 +342,7 @@ impl Memory {
             knowing: std::sync::OnceLock::new(),
             index: std::sync::OnceLock::new(),
             resting: std::sync::OnceLock::new(),
+            tokens: vec![std::sync::OnceLock::new(); episodes.len()],
             sparse_min_nodes: SPARSE_NODES,
             conversation: conversation.to_string(),
             episodes,
@@ -614,6 +620,48 @@ mod tests {
             memory = Some(grown);
         }
         assert_eq!(memory.map(|m| m.episodes.len()), Some(60));
+    }
+
+    #[test]
+    fn hand_over_counts_each_episode_once_and_an_extended_memory_keeps_the_counts() {
+        let (texts, graphs) = crate::graph::build::growing_graphs(60);
+        let mut rng = StdRng::seed_from_u64(5);
+        let vectors = crate::graph::synthetic::unit_embeddings(texts.len(), &mut rng);
+        let episodes = episodes_of(&texts, &vectors);
+        let config = RetrieveConfig { top_k: 20, max_context_tokens: Some(40), ..RetrieveConfig::default() };
+        let n = graphs[graphs.len() - 2].episode_count();
+        let first = Memory::new("c", episodes[..n].to_vec(), graphs[graphs.len() - 2].clone(), config).unwrap();
+        let memory = first.extend(episodes[n..].to_vec(), graphs[graphs.len() - 1].clone()).unwrap();
+        let calls = std::cell::Cell::new(0);
+        let words = |t: &str| {
+            calls.set(calls.get() + 1);
+            Ok(t.split_whitespace().count())
+        };
+        let query = Query::new(&mut Analyzer::new().unwrap(), &texts[3], vectors[3 * 384..4 * 384].to_vec()).unwrap();
+        let r = memory.retrieve(&query, Mode::Bm25).unwrap();
+        // What the budget keeps, every text counted afresh.
+        let fresh = r
+            .within_budget(
+                Some(40),
+                r.hits.iter().map(|h| words(&memory.episodes[h.episode as usize].embedding_text())),
+            )
+            .unwrap();
+        assert!(fresh > 1 && fresh < r.hits.len(), "the budget cuts inside the hits: {fresh} of {}", r.hits.len());
+        calls.set(0);
+        let once = memory.hand_over(r.clone(), words).unwrap();
+        let counted = calls.get();
+        assert_eq!(once.hits.len(), fresh);
+        assert!(counted >= fresh, "{counted} counted for {fresh} handed");
+        let twice = memory.hand_over(r.clone(), words).unwrap();
+        assert_eq!((twice.hits.len(), calls.get()), (fresh, counted), "the second hand-over counts nothing");
+        // Counted on the smaller memory, kept by its extension.
+        calls.set(0);
+        let r = first.retrieve(&query, Mode::Bm25).unwrap();
+        let before = first.hand_over(r.clone(), words).unwrap();
+        let counted = calls.get();
+        let grown = first.extend(episodes[n..].to_vec(), graphs[graphs.len() - 1].clone()).unwrap();
+        assert_eq!(grown.hand_over(r, words).unwrap().hits, before.hits);
+        assert_eq!(calls.get(), counted, "the extension counted nothing again");
     }
 
     #[test]

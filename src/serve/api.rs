@@ -175,6 +175,12 @@ pub struct Stats {
     pub gpu_searches: u64,
     /// Searches whose query embedding came from the cache (`serve.query_cache`).
     pub cached_queries: u64,
+    /// Microseconds the search thread spent embedding queries (what the cache did not hold).
+    pub embed_us: u64,
+    /// Microseconds it spent ranking them (parsing the query, retrieval, the learned rerank).
+    pub rank_us: u64,
+    /// Microseconds it spent cutting results to the context budget and building the answers.
+    pub hand_over_us: u64,
 }
 
 /// The memory whose passages are `passages` (its first passage first): their texts together.

@@ -20,6 +20,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::mpsc;
+use std::time::Instant;
 
 use tokio::sync::oneshot;
 
@@ -198,6 +199,7 @@ impl Thread {
         Counters::add(&self.counters.searches, searches.len());
         let mut results = results.map(|r| r.into_iter());
         for (searches, reply) in jobs {
+            let handing = Instant::now();
             let answer = match &mut results {
                 Ok(all) => searches
                     .iter()
@@ -209,6 +211,7 @@ impl Thread {
                     .collect(),
                 Err(e) => batch_failed(searches.len(), e),
             };
+            Counters::add_time(&self.counters.hand_over_us, handing);
             // A client that went away no longer waits for its answer.
             let _ = reply.send(answer);
         }
@@ -245,7 +248,10 @@ impl Thread {
     /// Every search's retrieval, in order; `Err` (a message) when the whole batch failed.
     fn rank(&mut self, searches: &[&Search]) -> std::result::Result<Vec<Result<Retrieval>>, String> {
         let texts: Vec<&str> = searches.iter().map(|s| s.request.query.as_str()).collect();
+        let embedding = Instant::now();
         let vectors = self.embed(&texts)?;
+        Counters::add_time(&self.counters.embed_us, embedding);
+        let ranking = Instant::now();
         let queries: Vec<Result<Query>> = texts
             .iter()
             .zip(&vectors)
@@ -301,6 +307,7 @@ impl Thread {
                 out[i] = Some(Ok(r));
             }
         }
+        Counters::add_time(&self.counters.rank_us, ranking);
         Ok(out
             .into_iter()
             .zip(queries)

@@ -29,11 +29,19 @@ pub(super) struct Counters {
     pub(super) batches: AtomicU64,
     pub(super) gpu_searches: AtomicU64,
     pub(super) cached_queries: AtomicU64,
+    pub(super) embed_us: AtomicU64,
+    pub(super) rank_us: AtomicU64,
+    pub(super) hand_over_us: AtomicU64,
 }
 
 impl Counters {
     pub(super) fn add(counter: &AtomicU64, n: usize) {
         counter.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// Adds the microseconds since `since` to `counter`.
+    pub(super) fn add_time(counter: &AtomicU64, since: std::time::Instant) {
+        counter.fetch_add(since.elapsed().as_micros() as u64, Ordering::Relaxed);
     }
 
     pub(super) fn snapshot(&self) -> Stats {
@@ -45,6 +53,9 @@ impl Counters {
             batches: get(&self.batches),
             gpu_searches: get(&self.gpu_searches),
             cached_queries: get(&self.cached_queries),
+            embed_us: get(&self.embed_us),
+            rank_us: get(&self.rank_us),
+            hand_over_us: get(&self.hand_over_us),
         }
     }
 }

@@ -139,7 +139,8 @@ fn every_http_route_answers_any_body_without_a_5xx_and_names_each_error() {
         _ => json!({"requests": [{"user_id": "alice", "query": "Where?"}]}),
     };
     for (method, route) in routes {
-        let (status, v) = send(&server.addr, method, route, valid(route).to_string().as_bytes(), None).expect("an answer");
+        let (status, v) =
+            send(&server.addr, method, route, valid(route).to_string().as_bytes(), None).expect("an answer");
         assert_eq!(status, if method == "PUT" { 405 } else { 200 }, "{method} {route} with its valid body: {v}");
     }
     let seen = std::cell::RefCell::new(std::collections::BTreeMap::<u16, usize>::new());

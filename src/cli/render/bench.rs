@@ -54,6 +54,11 @@ pub fn load(report: &LoadReport, large_add: bool) {
         stat("writes"),
         stat("commits")
     );
+    let t = report.search_thread;
+    println!(
+        "search thread per search: embedding {:.2} ms, ranking {:.2} ms, hand-over {:.2} ms",
+        t.embed, t.rank, t.hand_over
+    );
     for e in &report.error_samples {
         println!("error: {e}");
     }
