@@ -40,6 +40,7 @@ fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = cli::flags::parse();
+    quit_on_closed_stdout(&cli.command);
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
@@ -47,6 +48,20 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// A command that prints a report ends quietly when its reader goes away (`myelin … | head`),
+/// as Unix filters do, instead of panicking in `println!` on the closed pipe: SIGPIPE gets its
+/// default action back (Rust ignores it). The commands that talk over sockets or stdio to
+/// clients (`serve`, `mcp`, `load`) keep it ignored, so a client that hangs up is an error
+/// they handle, never the end of the process.
+fn quit_on_closed_stdout(command: &Command) {
+    if matches!(command, Command::Serve(_) | Command::Mcp(_) | Command::Load(_)) {
+        return;
+    }
+    // SAFETY: no other thread exists yet (the runtime starts later); restoring a signal's
+    // default action has no other effect on the process.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
 }
 
 /// Loads the config (`--config`, then the global flags over it), starts the runtime and runs

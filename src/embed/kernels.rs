@@ -6,14 +6,15 @@
 //! CPU's features picking one at run time. And the element-wise work between the products
 //! (GELU, layer normalisation, attention's scores, softmax and weighted sums), written so that
 //! it vectorises, compiled for AVX-512 and AVX2 besides the baseline and picked at run time
-//! (`multiversion`). Owns packing and the kernels; must not know the model.
+//! (`multiversion`). The learned relevance's forward (`gnn::packed`) runs its layers on the same
+//! product. Owns packing and the kernels; must not know either model.
 
 /// Outputs per panel.
-pub(super) const PANEL: usize = 16;
+pub(crate) const PANEL: usize = 16;
 
 /// A linear layer packed for [`Packed::apply`]: `n` outputs of `k` inputs.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) struct Packed {
+pub(crate) struct Packed {
     /// Panel p holds, for each input i, the weights of outputs 16p..16p+16: `[p][i][j]`.
     panels: Vec<f32>,
     bias: Vec<f32>,
@@ -23,7 +24,7 @@ pub(super) struct Packed {
 
 /// The instruction set a kernel uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Isa {
+pub(crate) enum Isa {
     Avx512,
     Avx2,
     Portable,
@@ -31,7 +32,7 @@ pub(super) enum Isa {
 
 impl Isa {
     /// The fastest this CPU runs.
-    pub(super) fn detect() -> Isa {
+    pub(crate) fn detect() -> Isa {
         #[cfg(target_arch = "x86_64")]
         {
             if std::arch::is_x86_feature_detected!("avx512f") {
@@ -58,7 +59,7 @@ impl Isa {
 impl Packed {
     /// Packs `weight` (`n × k`, row-major: PyTorch's `Linear.weight`) and `bias` (`n`). `n`
     /// must be a multiple of [`PANEL`] (every layer of MiniLM is).
-    pub(super) fn new(weight: &[f32], bias: &[f32], n: usize, k: usize) -> Option<Packed> {
+    pub(crate) fn new(weight: &[f32], bias: &[f32], n: usize, k: usize) -> Option<Packed> {
         if !n.is_multiple_of(PANEL) || weight.len() != n * k || bias.len() != n {
             return None;
         }
@@ -105,12 +106,12 @@ impl Packed {
     }
 
     /// Outputs.
-    pub(super) fn outputs(&self) -> usize {
+    pub(crate) fn outputs(&self) -> usize {
         self.n
     }
 
     /// `out[r] = x[r] · Wᵀ + b` for every row r of `x` (`rows × k`); `out` is `rows × n`.
-    pub(super) fn apply(&self, isa: Isa, x: &[f32], rows: usize, out: &mut [f32]) {
+    pub(crate) fn apply(&self, isa: Isa, x: &[f32], rows: usize, out: &mut [f32]) {
         assert!(x.len() >= rows * self.k && out.len() >= rows * self.n, "matrix sizes");
         // SAFETY: the assertion bounds every row of `x` and `out`; one caller writes all panels.
         unsafe { self.apply_panels(isa, x, rows, out.as_mut_ptr(), 0..self.n / PANEL) }

@@ -10,7 +10,7 @@
 //! `scripts/fetch-model.sh` fills.
 
 mod int8;
-mod kernels;
+pub(crate) mod kernels;
 mod packed;
 
 use std::path::{Path, PathBuf};

@@ -1,55 +1,72 @@
 //! The learned relevance's forward pass for inference, written for the candidate subgraph's
-//! shape (about 45 nodes, 15 features, 128 wide): the weights read once out of candle's
-//! variables and stored transposed, so that every output row is a sum of contiguous weight
-//! rows the compiler vectorises; the mean aggregation over edge lists instead of a dense
-//! `n × n` product; only the relevance head. The same relevance as [`GraphSage::forward`]
-//! (which trains, in candle) to 1e-6, without candle's fixed cost per operation, which
-//! dominated at this size. Must not train.
+//! shape (about 45 nodes, 15 features, 128 wide): each layer's own and neighbour weights packed
+//! side by side once, at load, for the embedder's matrix-product kernels
+//! ([`crate::embed::kernels`]: AVX-512, AVX2+FMA or portable, picked at run time), so a layer is
+//! one product of the rows `[h | mean of the in-neighbours' h]`; the mean aggregation over edge
+//! lists instead of a dense `n × n` product; only the relevance head. The same relevance as
+//! [`GraphSage::forward`] (which trains, in candle) to 1e-6, without candle's fixed cost per
+//! operation, which dominated at this size. Must not train.
 //!
 //! [`GraphSage::forward`]: super::model::GraphSage::forward
 
 use super::model::Weights;
+use crate::embed::kernels::{self, Isa};
 use crate::error::{Error, Result};
 
-/// One GraphSAGE layer, transposed: `own[k·out + j]` is the weight of input k in output j.
+/// One GraphSAGE layer: `[W_self | W_neigh]` (`output × 2·input`) packed for one product,
+/// its outputs padded to whole panels of the kernels (the padding's weights and bias are 0).
 #[derive(Debug, Clone)]
 struct Layer {
     input: usize,
     output: usize,
-    own: Vec<f32>,
-    neighbours: Vec<f32>,
-    bias: Vec<f32>,
+    product: kernels::Packed,
 }
 
 impl Layer {
+    /// Packs candle's `own` and `neighbours` weights (each `output × input`) and `bias`.
+    fn new(input: usize, output: usize, own: &[f32], neighbours: &[f32], bias: &[f32]) -> Result<Layer> {
+        if own.len() != output * input || neighbours.len() != output * input || bias.len() != output {
+            return Err(Error::Model("GNN weights of inconsistent shapes".into()));
+        }
+        let padded = output.div_ceil(kernels::PANEL) * kernels::PANEL;
+        let k = 2 * input;
+        let mut weight = vec![0.0f32; padded * k];
+        for (o, row) in weight.chunks_exact_mut(k).take(output).enumerate() {
+            row[..input].copy_from_slice(&own[o * input..(o + 1) * input]);
+            row[input..].copy_from_slice(&neighbours[o * input..(o + 1) * input]);
+        }
+        let mut padded_bias = vec![0.0f32; padded];
+        padded_bias[..output].copy_from_slice(bias);
+        let product = kernels::Packed::new(&weight, &padded_bias, padded, k)
+            .ok_or_else(|| Error::Model("GNN layer does not pack".into()))?;
+        Ok(Layer { input, output, product })
+    }
+
     /// `h'` (`n × output`) of `h` (`n × input`): per node, relu(W_self·h + b + W_neigh·mean of
     /// its in-neighbours' h), divided by its L2 norm (a zero row stays zero).
-    fn forward(&self, h: &[f32], incoming: &[Vec<u32>]) -> Vec<f32> {
+    fn forward(&self, isa: Isa, h: &[f32], incoming: &[Vec<u32>]) -> Vec<f32> {
         let (input, output) = (self.input, self.output);
         let n = incoming.len();
-        let mut out = vec![0.0f32; n * output];
-        let mut mean = vec![0.0f32; input];
-        for (i, row) in out.chunks_exact_mut(output).enumerate() {
-            row.copy_from_slice(&self.bias);
-            let own = &h[i * input..(i + 1) * input];
-            for (k, &x) in own.iter().enumerate() {
-                if x != 0.0 {
-                    axpy(row, x, &self.own[k * output..(k + 1) * output]);
-                }
-            }
+        let k = 2 * input;
+        // Each row: the node's own h, then the mean of its in-neighbours' (0 without any).
+        let mut x = vec![0.0f32; n * k];
+        for (i, row) in x.chunks_exact_mut(k).enumerate() {
+            let (own, mean) = row.split_at_mut(input);
+            own.copy_from_slice(&h[i * input..(i + 1) * input]);
             if !incoming[i].is_empty() {
-                mean.iter_mut().for_each(|m| *m = 0.0);
                 let share = 1.0 / incoming[i].len() as f32;
                 for &j in &incoming[i] {
-                    axpy(&mut mean, share, &h[j as usize * input..(j as usize + 1) * input]);
-                }
-                for (k, &x) in mean.iter().enumerate() {
-                    if x != 0.0 {
-                        axpy(row, x, &self.neighbours[k * output..(k + 1) * output]);
-                    }
+                    let from = &h[j as usize * input..(j as usize + 1) * input];
+                    mean.iter_mut().zip(from).for_each(|(m, &v)| *m += share * v);
                 }
             }
-            row.iter_mut().for_each(|z| *z = z.max(0.0));
+        }
+        let padded = self.product.outputs();
+        let mut wide = vec![0.0f32; n * padded];
+        self.product.apply(isa, &x, n, &mut wide);
+        let mut out = vec![0.0f32; n * output];
+        for (row, wide) in out.chunks_exact_mut(output).zip(wide.chunks_exact(padded)) {
+            row.iter_mut().zip(wide).for_each(|(z, &w)| *z = w.max(0.0));
             let norm = row.iter().map(|z| z * z).sum::<f32>().sqrt().max(1e-12);
             row.iter_mut().for_each(|z| *z /= norm);
         }
@@ -57,17 +74,10 @@ impl Layer {
     }
 }
 
-/// `y += a·x`.
-#[inline]
-fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
-    for (y, x) in y.iter_mut().zip(x) {
-        *y += a * x;
-    }
-}
-
 /// The relevance half of a trained [`Weights`], ready for inference.
 #[derive(Debug, Clone)]
 pub struct Packed {
+    isa: Isa,
     layers: [Layer; 2],
     relevance: Vec<f32>,
     relevance_bias: f32,
@@ -82,25 +92,15 @@ impl Packed {
             let t = var.as_tensor();
             Ok((t.dims().to_vec(), t.flatten_all()?.to_vec1::<f32>()?))
         };
-        // candle's Linear stores `out × in`; the packed layer keeps `in × out`.
-        let transposed = |name: &str| -> Result<(usize, usize, Vec<f32>)> {
-            let (dims, w) = get(name)?;
-            let [output, input] = dims[..] else {
-                return Err(Error::Model(format!("GNN variable '{name}' is {dims:?}, not a matrix")));
-            };
-            let mut t = vec![0.0; w.len()];
-            for j in 0..output {
-                for k in 0..input {
-                    t[k * output + j] = w[j * input + k];
-                }
-            }
-            Ok((input, output, t))
-        };
+        // candle's Linear stores `out × in`, the layout the kernels pack.
         let layer = |prefix: &str| -> Result<Layer> {
-            let (input, output, own) = transposed(&format!("{prefix}.self.weight"))?;
-            let (_, _, neighbours) = transposed(&format!("{prefix}.neigh.weight"))?;
+            let (dims, own) = get(&format!("{prefix}.self.weight"))?;
+            let [output, input] = dims[..] else {
+                return Err(Error::Model(format!("GNN variable '{prefix}.self.weight' is {dims:?}, not a matrix")));
+            };
+            let (_, neighbours) = get(&format!("{prefix}.neigh.weight"))?;
             let (_, bias) = get(&format!("{prefix}.self.bias"))?;
-            Ok(Layer { input, output, own, neighbours, bias })
+            Layer::new(input, output, &own, &neighbours, &bias)
         };
         let layers = [layer("l1")?, layer("l2")?];
         let (_, relevance) = get("relevance.weight")?;
@@ -108,7 +108,7 @@ impl Packed {
         if relevance.len() != layers[1].output || bias.len() != 1 || layers[0].output != layers[1].input {
             return Err(Error::Model("GNN weights of inconsistent shapes".into()));
         }
-        Ok(Packed { layers, relevance, relevance_bias: bias[0] })
+        Ok(Packed { isa: Isa::detect(), layers, relevance, relevance_bias: bias[0] })
     }
 
     /// Relevance in [0, 1] of every node of a subgraph: `features` row-major (`n × input`),
@@ -127,8 +127,8 @@ impl Packed {
             }
             incoming[d as usize].push(s);
         }
-        let h = self.layers[0].forward(features, &incoming);
-        let h = self.layers[1].forward(&h, &incoming);
+        let h = self.layers[0].forward(self.isa, features, &incoming);
+        let h = self.layers[1].forward(self.isa, &h, &incoming);
         Ok(h.chunks_exact(self.relevance.len())
             .map(|row| {
                 let z = self.relevance_bias + row.iter().zip(&self.relevance).map(|(x, w)| x * w).sum::<f32>();

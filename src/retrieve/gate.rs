@@ -78,10 +78,7 @@ impl Memory {
     pub fn speaker_agreement(&self, query: &Query, hits: &[Hit]) -> Option<f32> {
         let speaker = self.named_speaker(query)?;
         let top = hits.first()?.signals.score;
-        let own = hits
-            .iter()
-            .find(|h| first_name(&self.episodes[h.episode as usize].speaker) == speaker)
-            .map_or(0.0, |h| h.signals.score);
+        let own = hits.iter().find(|h| self.said_by[h.episode as usize] == speaker).map_or(0.0, |h| h.signals.score);
         Some(if top > 0.0 { (own / top).clamp(0.0, 1.0) } else { 0.0 })
     }
 
@@ -149,7 +146,7 @@ impl Memory {
     pub fn knowing_features(&self, query: &Query, r: &Retrieval) -> Vec<f32> {
         let top = &r.hits[..r.hits.len().min(KNOWING_DEPTH)];
         let named = self.named_speaker(query);
-        let is_named = |e: u32| named.as_ref().is_some_and(|s| *s == first_name(&self.episodes[e as usize].speaker));
+        let is_named = |e: u32| named.as_ref().is_some_and(|s| *s == self.said_by[e as usize]);
         let max_of = |it: &mut dyn Iterator<Item = f32>| it.fold(0.0f32, f32::max);
         let name_term = |t: &str| t.len() >= 3 && self.speakers.iter().any(|s| s.starts_with(t));
         let all_terms = self.bm25.term_postings(&query.terms);
@@ -161,15 +158,16 @@ impl Memory {
         let node_of = |e: u32| self.episode_nodes[e as usize];
         let coverage = |e: u32| share(terms.iter().filter(|t| holds(t.1, node_of(e))).map(|t| t.0).sum());
         // Every episode holding a content word, with its coverage.
-        let mut held: std::collections::HashMap<u32, f32> = std::collections::HashMap::new();
+        let mut held: Vec<Option<f32>> = vec![None; self.episodes.len()];
         for &(idf, postings) in &terms {
             for &(node, _) in postings {
                 if let NodeRef::Episode(e) = self.graph.nodes[node as usize] {
-                    *held.entry(e).or_insert(0.0) += idf;
+                    *held[e as usize].get_or_insert(0.0) += idf;
                 }
             }
         }
-        let mut best: Vec<(u32, f32)> = held.into_iter().map(|(e, x)| (e, share(x))).collect();
+        let mut best: Vec<(u32, f32)> =
+            held.iter().enumerate().filter_map(|(e, x)| x.map(|x| (e as u32, share(x)))).collect();
         best.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         let last = self.episodes.len().saturating_sub(1) as u32;
         let window = |e: u32| {
@@ -191,12 +189,13 @@ impl Memory {
         let (best_all, best_named, best_other) = split(&best);
         let (window_all, window_named, window_other) = split(&windows);
         // Who said what the question asks, blind to whom it names.
-        let content_bm25: std::collections::HashMap<u32, f32> = self.bm25.score_sparse(&content).into_iter().collect();
+        let mut content_bm25 = vec![0.0f32; self.graph.node_count()];
+        self.bm25.score_into(&content, &mut content_bm25);
         let mut candidates: Vec<u32> =
             r.hits.iter().map(|h| h.episode).chain(best.iter().take(WINDOWS).map(|b| b.0)).collect();
         candidates.sort_unstable();
         candidates.dedup();
-        let lexical = |e: u32| content_bm25.get(&node_of(e)).copied().unwrap_or(0.0);
+        let lexical = |e: u32| content_bm25[node_of(e) as usize];
         let max_lexical = max_of(&mut candidates.iter().map(|&e| lexical(e)));
         let w = self.config.lexical_weight;
         let mut blind: Vec<(u32, f32)> = candidates

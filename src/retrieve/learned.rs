@@ -23,20 +23,26 @@ impl Memory {
     /// concepts linked to two or more of them (most links first); every graph edge between
     /// two candidates, in both directions. Built only from what the result carries and the
     /// query's lexical evidence, so the CPU and the GPU results give the same candidates.
-    pub fn candidates(&self, query: &Query, lexical: &Lexical, r: &Retrieval) -> Candidates {
-        let max_bm25 = lexical.entries.iter().map(|e| e.1).fold(0.0f32, f32::max);
+    pub fn candidates(&self, query: &Query, r: &Retrieval) -> Candidates {
+        // Every node's BM25 into one dense vector: no hashing and no sorting, as the scan does.
+        let mut lexical = vec![0.0f32; self.graph.node_count()];
+        self.bm25.score_into(&query.terms, &mut lexical);
+        let max_bm25 = lexical.iter().copied().fold(0.0f32, f32::max);
         let w = self.config.lexical_weight;
         let named = self.named_speaker(query);
-        let mut local: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
+        // Node → local id (`NONE` for a node outside the subgraph); dense, as a subgraph is
+        // built per query and a hash of its ~45 nodes cost more than the vector.
+        const NONE: u32 = u32::MAX;
+        let mut local = vec![NONE; self.graph.node_count()];
         let mut nodes: Vec<Candidate> = Vec::new();
         let make = |node: u32, ranked: Option<(f32, f32)>, rank: Option<usize>, via_concept: bool| {
             let i = node as usize;
             let cosine = self.node_dense(node, query);
-            let bm25 = if max_bm25 > 0.0 { lexical.score(node) / max_bm25 } else { 0.0 };
+            let bm25 = if max_bm25 > 0.0 { lexical[i] / max_bm25 } else { 0.0 };
             let (concept, episodes, speaker) = match self.graph.nodes[i] {
                 NodeRef::Episode(e) => {
-                    let said = first_name(&self.episodes[e as usize].speaker);
-                    let speaker = named.as_ref().map_or(0.0, |s| if *s == said { 1.0 } else { -1.0 });
+                    let said = &self.said_by[e as usize];
+                    let speaker = named.as_ref().map_or(0.0, |s| if s == said { 1.0 } else { -1.0 });
                     (false, vec![e], speaker)
                 }
                 NodeRef::Concept(_) => {
@@ -64,34 +70,42 @@ impl Memory {
         let signals = |h: &Hit| Some((h.signals.activation.unwrap_or(0.0), h.signals.score));
         for (rank, h) in r.hits.iter().enumerate() {
             let node = self.episode_nodes[h.episode as usize];
-            local.insert(node, nodes.len() as u32);
+            local[node as usize] = nodes.len() as u32;
             nodes.push(make(node, signals(h), Some(rank), h.node != node));
         }
         let hits = nodes.len();
         for (rank, h) in r.hits.iter().enumerate() {
-            if let std::collections::hash_map::Entry::Vacant(slot) = local.entry(h.node) {
-                slot.insert(nodes.len() as u32);
+            if local[h.node as usize] == NONE {
+                local[h.node as usize] = nodes.len() as u32;
                 nodes.push(make(h.node, signals(h), Some(rank), false));
             }
         }
-        let mut links: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
+        // Links of the concepts outside the subgraph to its episodes: counted per node, listed
+        // once each.
+        let mut links = vec![0u32; self.graph.node_count()];
+        let mut linked = Vec::new();
         for c in &nodes[..hits] {
             for e in self.graph.in_edges(c.node) {
-                if e.kind == EdgeKind::Abstraction && !local.contains_key(&e.src) {
-                    *links.entry(e.src).or_default() += 1;
+                if e.kind == EdgeKind::Abstraction && local[e.src as usize] == NONE {
+                    if links[e.src as usize] == 0 {
+                        linked.push(e.src);
+                    }
+                    links[e.src as usize] += 1;
                 }
             }
         }
-        let mut linking: Vec<(u32, u32)> = links.into_iter().filter(|&(_, n)| n >= 2).collect();
+        let mut linking: Vec<(u32, u32)> =
+            linked.into_iter().map(|c| (c, links[c as usize])).filter(|&(_, n)| n >= 2).collect();
         linking.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         for (node, _) in linking.into_iter().take(LINKING_CONCEPTS) {
-            local.insert(node, nodes.len() as u32);
+            local[node as usize] = nodes.len() as u32;
             nodes.push(make(node, None, None, false));
         }
         let mut edges = Vec::new();
         for (l, c) in nodes.iter().enumerate() {
             for e in self.graph.in_edges(c.node) {
-                if let Some(&s) = local.get(&e.src) {
+                let s = local[e.src as usize];
+                if s != NONE {
                     edges.push((s, l as u32));
                     edges.push((l as u32, s));
                 }
@@ -105,7 +119,7 @@ impl Memory {
     /// What the learned relevance takes for a synapse-family result: its candidates (see
     /// [`Memory::candidates`]) and their embeddings, in candidate order.
     pub fn gnn_input(&self, query: &Query, r: &Retrieval) -> (Candidates, Vec<&[f32]>) {
-        let candidates = self.candidates(query, &self.lexical(query), r);
+        let candidates = self.candidates(query, r);
         let embeddings = candidates.nodes.iter().map(|c| self.embedding(c.node)).collect();
         (candidates, embeddings)
     }

@@ -203,6 +203,8 @@ pub struct Memory {
     transition: Transition,
     /// Distinct speakers' first names, lower case.
     speakers: Vec<String>,
+    /// Per episode: its speaker's first name, lower case ([`first_name`]).
+    said_by: Vec<String>,
     /// Node id of each episode.
     episode_nodes: Vec<u32>,
     /// Per node: normalised age (0 newest) and log-scaled degree, for the learned signal.
@@ -327,14 +329,15 @@ impl Memory {
         let spreading_no_fan = Spreading::new(&graph, &config.activation_for(Mode::NoFan));
         let transition =
             Transition::new(n, graph.edges.iter().map(|e| (e.src, e.dst, config.activation.edge_weight(e))));
-        let mut speakers: Vec<String> =
-            episodes.iter().map(|e| first_name(&e.speaker)).filter(|s| !s.is_empty()).collect();
+        let said_by: Vec<String> = episodes.iter().map(|e| first_name(&e.speaker)).collect();
+        let mut speakers: Vec<String> = said_by.iter().filter(|s| !s.is_empty()).cloned().collect();
         speakers.sort();
         speakers.dedup();
         let age = node_ages(&graph, &concept_episodes);
         let importance = node_importance(&graph);
         Ok(Memory {
             speakers,
+            said_by,
             episode_nodes,
             age,
             importance,

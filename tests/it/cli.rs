@@ -73,6 +73,22 @@ fn demo_file_ingests_and_reingest_replaces() {
     // Human-readable stats name the conversation and the Lance versions.
     let text = ok(&store, &["stats"]);
     assert!(text.contains("demo") && text.contains("episodes v"), "{text}");
+
+    // A reader that has gone away (`myelin stats | head -0`) ends the command quietly, as
+    // SIGPIPE ends a Unix filter, instead of a panic in `println!` (exit 101).
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    let out = std::process::Command::new(super::common::bin())
+        .current_dir(root())
+        .args(["--quiet", "--store"])
+        .arg(&store)
+        .arg("stats")
+        .stdout(writer)
+        .output()
+        .expect("the myelin binary runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&out.status), Some(libc::SIGPIPE), "{stderr}");
 }
 
 #[test]
