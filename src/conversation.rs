@@ -94,19 +94,56 @@ pub struct Turn {
 }
 
 impl Turn {
-    /// The text that is embedded and searched: the turn's words, then the caption of the photo
-    /// it shared, if any.
+    /// The turn's words, then the caption of the photo it shared, if any: what the graph reads,
+    /// what is handed over, and what is embedded under [`EmbedText::Bare`].
     pub fn embedding_text(&self) -> String {
         embedding_text(&self.text, self.image_caption.as_deref())
     }
+
+    /// The text embedded for this turn under `form`.
+    pub fn embedded(&self, form: EmbedText) -> String {
+        form.of(&self.speaker, &self.text, self.image_caption.as_deref())
+    }
 }
 
-/// A turn's words followed by the caption of the photo it shared, if any: what is embedded
-/// and searched.
+/// A turn's words followed by the caption of the photo it shared, if any: what the graph
+/// reads and what is handed over.
 pub fn embedding_text(text: &str, image_caption: Option<&str>) -> String {
     match image_caption {
         Some(c) if !c.is_empty() => format!("{text} [shared a photo: {c}]"),
         _ => text.to_string(),
+    }
+}
+
+/// What of a turn is embedded (`embed.text`): its words (with the caption of the photo it
+/// shared), or the same after the speaker's name, as BM25 indexes every turn. A store records
+/// the form its episodes were embedded in, and is read and written in that form only.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum EmbedText {
+    /// `text [shared a photo: caption]`.
+    #[default]
+    Bare,
+    /// `speaker: text [shared a photo: caption]`.
+    Speaker,
+}
+
+impl EmbedText {
+    /// Its name in the config, on the command line and in the store's manifest.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EmbedText::Bare => "bare",
+            EmbedText::Speaker => "speaker",
+        }
+    }
+
+    /// The text embedded for `speaker` saying `text` (with a photo's `image_caption`).
+    pub fn of(self, speaker: &str, text: &str, image_caption: Option<&str>) -> String {
+        let bare = embedding_text(text, image_caption);
+        match self {
+            EmbedText::Bare => bare,
+            EmbedText::Speaker => format!("{speaker}: {bare}"),
+        }
     }
 }
 
@@ -163,5 +200,22 @@ mod tests {
         }
         assert_eq!(turn_of("tag#"), "tag#");
         assert_eq!(turn_of("a#b"), "a#b");
+    }
+
+    #[test]
+    fn each_form_embeds_the_words_and_caption_and_speaker_puts_the_name_first() {
+        let turn = Turn {
+            id: "D1:2".into(),
+            speaker: "Maya".into(),
+            text: "Look at him!".into(),
+            image_caption: Some("a beagle on a sofa".into()),
+            timestamp: None,
+            position: 1,
+        };
+        assert_eq!(turn.embedded(EmbedText::Bare), "Look at him! [shared a photo: a beagle on a sofa]");
+        assert_eq!(turn.embedded(EmbedText::Bare), turn.embedding_text());
+        assert_eq!(turn.embedded(EmbedText::Speaker), "Maya: Look at him! [shared a photo: a beagle on a sofa]");
+        assert_eq!(EmbedText::Speaker.of("user", "hi", Some("")), "user: hi");
+        assert_eq!(EmbedText::default(), EmbedText::Bare);
     }
 }

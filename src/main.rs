@@ -77,6 +77,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     if let Some(precision) = cli.embed_precision {
         config.embed.precision = precision;
     }
+    if let Some(text) = cli.embed_text {
+        config.embed.text = text;
+    }
     if cli.model_dir.is_some() {
         config.embed.model_dir = cli.model_dir.clone();
     }

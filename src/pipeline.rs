@@ -152,6 +152,7 @@ pub async fn ingest_loaded(
     };
     let mut reused = 0;
     let mut txn = Writer::acquire(store_root)?.begin().await?;
+    txn.embed_as(config.embed.text)?;
     let existing: BTreeSet<String> = txn.base().conversations().await?.into_iter().map(|c| c.id).collect();
     let mut embed_time = Duration::ZERO;
     let mut graph_time = Duration::ZERO;
@@ -169,7 +170,7 @@ pub async fn ingest_loaded(
         }
         let rows: Vec<(u32, &Turn)> = conversation.session_turns().collect();
         for chunk in rows.chunks(options.chunk_turns) {
-            let texts: Vec<String> = chunk.iter().map(|(_, t)| t.embedding_text()).collect();
+            let texts: Vec<String> = chunk.iter().map(|(_, t)| t.embedded(config.embed.text)).collect();
             let t0 = Instant::now();
             let embeddings = match &reuse {
                 Some(r) => {
@@ -244,11 +245,14 @@ impl Reuse {
                 crate::store::EMBEDDING_MODEL
             )));
         }
+        // Keyed by the text each vector embeds, in that store's form: a text embedded in
+        // another form than the one asked for is never taken for it.
+        let form = store.embedded_text();
         let mut by_text = HashMap::new();
         for c in store.conversations().await? {
             for e in store.episodes(&c.id).await? {
                 if e.embedding.len() == EMBEDDING_DIM {
-                    by_text.insert(e.embedding_text(), e.embedding);
+                    by_text.insert(e.embedded(form), e.embedding);
                 }
             }
         }
@@ -289,6 +293,7 @@ pub fn graph_of(
 /// A stored conversation's memory: its episodes and graph read from `store`, indexed for
 /// queries with `config`. A conversation without a graph is an error that says what to do.
 pub async fn stored_memory(store: &Store, conversation: &str, config: &Config) -> Result<Memory> {
+    store.check_embedded_text(config.embed.text)?;
     let episodes = store.episodes(conversation).await?;
     let graph = stored_graph(store, conversation, config).await?.ok_or_else(|| {
         Error::InvalidArgument(format!(
@@ -382,8 +387,8 @@ pub fn in_memory(conversation: &Conversation, embedder: &Embedder, config: &Conf
     let conversation = conversation.as_ref();
     let turns: Vec<(u32, &Turn)> = conversation.session_turns().collect();
     let texts: Vec<_> = turns.iter().map(|(_, t)| (t.embedding_text(), t.timestamp)).collect();
-    let only_texts: Vec<&str> = texts.iter().map(|(t, _)| t.as_str()).collect();
-    let vectors = blocking(|| embedder.embed(&only_texts))?;
+    let embedded: Vec<String> = turns.iter().map(|(_, t)| t.embedded(config.embed.text)).collect();
+    let vectors = blocking(|| embedder.embed(&embedded))?;
     let episodes = turns
         .iter()
         .zip(vectors.chunks_exact(EMBEDDING_DIM))

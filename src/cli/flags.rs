@@ -54,6 +54,9 @@ pub struct Cli {
     /// The arithmetic of the embedder's linear layers [embed.precision].
     #[arg(long, global = true, value_enum)]
     pub embed_precision: Option<myelin::embed::Precision>,
+    /// What of a turn is embedded: its words, or `speaker: words` [embed.text].
+    #[arg(long, global = true, value_enum)]
+    pub embed_text: Option<myelin::embed::EmbedText>,
     /// No progress bars.
     #[arg(long, short, global = true)]
     pub quiet: bool,

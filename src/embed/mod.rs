@@ -23,6 +23,7 @@ use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStr
 
 pub use self::int8::Precision;
 use self::packed::PackedBert;
+pub use crate::conversation::EmbedText;
 use crate::error::{Error, Result};
 
 /// Width of every embedding the engine stores and compares.
@@ -62,6 +63,9 @@ pub struct EmbedConfig {
     /// The linear layers' arithmetic (default `int8`; `int8` needs the packed forward, candle's
     /// takes `f32`).
     pub precision: Precision,
+    /// What of a turn is embedded (default `bare`: its words; `speaker`: `speaker: words`).
+    /// Recorded in the store; a store is read and written in its own form only.
+    pub text: EmbedText,
 }
 
 impl Default for EmbedConfig {
@@ -73,6 +77,7 @@ impl Default for EmbedConfig {
             threads: 0,
             forward: Forward::default(),
             precision: Precision::default(),
+            text: EmbedText::default(),
         }
     }
 }

@@ -116,6 +116,7 @@ impl Service {
         let embedder = Arc::new(Embedder::load(&config.embed)?);
         let background = embedder.background()?;
         let store = Store::open(root).await?;
+        store.check_embedded_text(config.embed.text)?;
         let (scopes, loaded) = load_scopes(&store, &config, &HashMap::new()).await?;
         let scopes: HashMap<String, Arc<Memory>> = scopes.into_iter().filter_map(|(k, m)| Some((k, m?))).collect();
         let ids: HashMap<String, String> = scopes.iter().flat_map(|(k, m)| ids_of(k, m)).collect();

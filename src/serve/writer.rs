@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::api::*;
 use super::searcher::*;
 use super::state::*;
-use crate::conversation::{SourceFormat, passage_id, turn_of};
+use crate::conversation::{EmbedText, SourceFormat, passage_id, turn_of};
 use crate::embed::EMBEDDING_DIM;
 use crate::error::{Error, Result};
 use crate::graph::build::LabelEmbedder;
@@ -144,14 +144,30 @@ impl Inner {
         builders: &mut HashMap<String, GraphBuilder>,
         searcher: &Searcher,
     ) {
-        let texts: Vec<String> = jobs
-            .iter()
-            .flat_map(|j| match &j.change {
-                Change::Add { messages, .. } => messages.iter().map(|m| m.content.clone()).collect(),
-                Change::Update { edit, .. } => edit.text.iter().cloned().collect(),
-                _ => Vec::new(),
-            })
-            .collect();
+        let form = self.config.embed.text;
+        let mut touched: BTreeMap<String, Pending> = BTreeMap::new();
+        // Each new text with its speaker (`embed.text = speaker` embeds `speaker: passage`): an
+        // add's message's, an update's memory's (none for a memory not found: its update fails).
+        let mut texts: Vec<(String, String)> = Vec::new();
+        for j in &jobs {
+            match &j.change {
+                Change::Add { messages, .. } => {
+                    texts.extend(messages.iter().map(|m| (m.speaker().to_string(), m.content.clone())))
+                }
+                Change::Update { id, edit } => {
+                    if let Some(text) = &edit.text {
+                        let mut speaker = String::new();
+                        if form != EmbedText::Bare
+                            && let Some((key, at, _)) = self.locate(&mut touched, &HashMap::new(), id).await
+                        {
+                            speaker = self.pending(&mut touched, &key).await.whole()[at].speaker.clone();
+                        }
+                        texts.push((speaker, text.clone()));
+                    }
+                }
+                _ => {}
+            }
+        }
         let t_embed = std::time::Instant::now();
         let (spans, vectors) = if texts.is_empty() {
             (Vec::new(), Vec::new())
@@ -161,9 +177,13 @@ impl Inner {
             let cut_and_embed = move || {
                 let embedder = &inner.background;
                 embedder.install(|| {
-                    let spans = texts.iter().map(|t| embedder.passage_spans(t, pieces)).collect::<Result<Vec<_>>>()?;
-                    let passages: Vec<&str> =
-                        texts.iter().zip(&spans).flat_map(|(t, s)| s.iter().map(|r| t[r.clone()].trim())).collect();
+                    let spans =
+                        texts.iter().map(|(_, t)| embedder.passage_spans(t, pieces)).collect::<Result<Vec<_>>>()?;
+                    let passages: Vec<String> = texts
+                        .iter()
+                        .zip(&spans)
+                        .flat_map(|((speaker, t), s)| s.iter().map(|r| form.of(speaker, t[r.clone()].trim(), None)))
+                        .collect();
                     Ok((spans, embedder.embed(&passages)?))
                 })
             };
@@ -182,7 +202,6 @@ impl Inner {
         let mut spans = spans.into_iter();
         let mut vectors = vectors.chunks_exact(EMBEDDING_DIM);
         let now = Utc::now();
-        let mut touched: BTreeMap<String, Pending> = BTreeMap::new();
         let mut events: Vec<HistoryEvent> = Vec::new();
         let mut accepted: Vec<(oneshot::Sender<Result<Done>>, Done)> = Vec::new();
         // Ids this group added (to their scope) or deleted (to None).
@@ -459,6 +478,7 @@ impl Inner {
     pub(super) async fn store_group(&self, built: Vec<Built>, events: &[HistoryEvent]) -> Result<Vec<Built>> {
         let writer = self.writer.as_ref().ok_or_else(|| Error::ReadOnly { path: self.root.clone() })?;
         let mut txn = writer.begin().await?;
+        txn.embed_as(self.config.embed.text)?;
         let keys: Vec<&str> = built.iter().map(|b| b.key.as_str()).collect();
         let rewritten: Vec<&str> = built.iter().filter(|b| b.rewrite).map(|b| b.key.as_str()).collect();
         let emptied: Vec<&str> = built.iter().filter(|b| b.memory.is_none()).map(|b| b.key.as_str()).collect();

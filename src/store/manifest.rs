@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::schema::*;
+use crate::conversation::EmbedText;
 use crate::embed::EMBEDDING_DIM;
 use crate::error::{Error, Result};
 
@@ -30,6 +31,10 @@ pub(super) struct StoreManifest {
     pub(super) generation: u64,
     pub(super) embedding_model: String,
     pub(super) embedding_dim: usize,
+    /// What of a turn its embeddings embed (`embed.text`); a store written before the
+    /// setting existed holds the bare text.
+    #[serde(default)]
+    pub(super) embedded_text: EmbedText,
     /// Table name → pinned Lance dataset version.
     pub(super) tables: BTreeMap<String, u64>,
     pub(super) updated_at: DateTime<Utc>,
@@ -42,6 +47,7 @@ impl StoreManifest {
             generation: 0,
             embedding_model: EMBEDDING_MODEL.into(),
             embedding_dim: EMBEDDING_DIM,
+            embedded_text: EmbedText::default(),
             tables: BTreeMap::new(),
             updated_at: Utc::now(),
         }

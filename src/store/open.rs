@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::manifest::*;
 use super::rows::*;
 use super::schema::*;
-use crate::conversation::Question;
+use crate::conversation::{EmbedText, Question};
 use crate::embed::EMBEDDING_DIM;
 use crate::error::{Error, Result};
 use crate::graph::{Concept, ConceptKind, Edge, EdgeKind, Graph, NodeRef};
@@ -43,7 +43,8 @@ pub struct Episode {
     pub image_caption: Option<String>,
     /// When it was said.
     pub timestamp: Option<DateTime<Utc>>,
-    /// Unit-length MiniLM embedding of [`Turn::embedding_text`].
+    /// Unit-length MiniLM embedding of [`Episode::embedded`] in the store's form
+    /// ([`Store::embedded_text`]).
     pub embedding: Vec<f32>,
     /// What the serving API keeps with the memory (mem0's `metadata`); `None` for none and
     /// for every ingested turn.
@@ -52,14 +53,20 @@ pub struct Episode {
 }
 
 impl Episode {
-    /// The text that was embedded (see [`Turn::embedding_text`]).
+    /// The turn's words and photo caption (see [`Turn::embedding_text`]).
     pub fn embedding_text(&self) -> String {
         crate::conversation::embedding_text(&self.text, self.image_caption.as_deref())
     }
 
-    /// The text BM25 indexes: `speaker: ` and the embedded text (questions name people).
+    /// The text embedded for this episode under `form` (see [`Turn::embedded`]).
+    pub fn embedded(&self, form: EmbedText) -> String {
+        form.of(&self.speaker, &self.text, self.image_caption.as_deref())
+    }
+
+    /// The text BM25 indexes: `speaker: ` and the turn's words (questions name people), the
+    /// form [`EmbedText::Speaker`] embeds.
     pub fn indexed_text(&self) -> String {
-        format!("{}: {}", self.speaker, self.embedding_text())
+        self.embedded(EmbedText::Speaker)
     }
 }
 
@@ -171,6 +178,37 @@ impl Store {
     /// The model its embeddings come from.
     pub fn embedding_model(&self) -> &str {
         &self.manifest.embedding_model
+    }
+
+    /// What of a turn its embeddings embed.
+    pub fn embedded_text(&self) -> EmbedText {
+        self.manifest.embedded_text
+    }
+
+    /// Whether it holds episodes (a store that never held one takes any `embed.text`).
+    pub fn has_episodes(&self) -> bool {
+        self.tables.contains_key(&Table::Episodes)
+    }
+
+    /// Refuses to read or write this store's episodes in another form than they were embedded
+    /// in: a query embedded against turns embedded otherwise would be compared with vectors of
+    /// another function, and a store that mixed the two would answer neither well.
+    pub fn check_embedded_text(&self, form: EmbedText) -> Result<()> {
+        let stored = self.embedded_text();
+        if form == stored || !self.has_episodes() {
+            return Ok(());
+        }
+        Err(Error::Store {
+            path: self.root.clone(),
+            message: format!(
+                "its turns were embedded as '{}' text and the settings say '{}' (embed.text, --embed-text): \
+                 use --embed-text {}, or ingest into a new store with --embed-text {}",
+                stored.as_str(),
+                form.as_str(),
+                stored.as_str(),
+                form.as_str()
+            ),
+        })
     }
 
     /// Versions, row counts and size on disk.

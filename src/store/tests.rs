@@ -10,7 +10,7 @@ use super::open::*;
 use super::rows::*;
 use super::schema::*;
 use super::txn::*;
-use crate::conversation::{Conversation, Question, Turn};
+use crate::conversation::{Conversation, EmbedText, Question, Turn};
 use crate::conversation::{Session, SourceFormat};
 use crate::embed::EMBEDDING_DIM;
 use crate::graph::{Concept, Edge, EdgeKind, Graph, NodeRef};
@@ -311,6 +311,41 @@ async fn abandoned_write_is_invisible_and_rolled_back_by_the_next() {
     assert_eq!(store.episodes("a").await.expect("a").len(), 4, "next write starts from the committed state");
     assert_eq!(store.conversations().await.expect("list").len(), 2);
     assert_eq!(store.info().await.expect("info").generation, 2);
+}
+
+#[tokio::test]
+async fn a_store_keeps_the_form_its_turns_were_embedded_in_and_refuses_another() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // An empty store takes any form; the first write records it.
+    let empty = Store::open(dir.path()).await.expect("empty");
+    assert!(empty.check_embedded_text(EmbedText::Speaker).is_ok());
+    let mut txn = Writer::acquire(dir.path()).expect("lock").begin().await.expect("begin");
+    txn.embed_as(EmbedText::Speaker).expect("an empty store takes it");
+    let c = conversation("a", 3);
+    let turns: Vec<&Turn> = c.turns().collect();
+    txn.append_episodes("a", &[1; 3], &turns, &vectors(3, 0)).await.expect("append");
+    let store = txn.commit().await.expect("commit");
+    assert_eq!(store.embedded_text(), EmbedText::Speaker);
+    let manifest = std::fs::read_to_string(dir.path().join("myelin.json")).expect("manifest");
+    assert!(manifest.contains(r#""embedded_text": "speaker""#), "{manifest}");
+    // Read or written as the other form: refused, naming both and what to do.
+    let store = Store::open(dir.path()).await.expect("open");
+    let err = store.check_embedded_text(EmbedText::Bare).expect_err("mismatch").to_string();
+    assert!(
+        err.contains("embedded as 'speaker'") && err.contains("say 'bare'") && err.contains("--embed-text speaker"),
+        "{err}"
+    );
+    let mut txn = Writer::acquire(dir.path()).expect("lock").begin().await.expect("begin");
+    assert!(txn.embed_as(EmbedText::Bare).is_err());
+    txn.embed_as(EmbedText::Speaker).expect("its own form");
+    drop(txn);
+    // A manifest written before the setting existed reads as the bare text.
+    let old = manifest.replace(r#""embedded_text": "speaker","#, "");
+    assert_ne!(old, manifest);
+    std::fs::write(dir.path().join("myelin.json"), old).expect("write");
+    let store = Store::open(dir.path()).await.expect("an older manifest");
+    assert_eq!(store.embedded_text(), EmbedText::Bare);
+    assert!(store.check_embedded_text(EmbedText::Speaker).is_err());
 }
 
 #[tokio::test]

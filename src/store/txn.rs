@@ -22,7 +22,7 @@ use super::manifest::*;
 use super::open::*;
 use super::rows::*;
 use super::schema::*;
-use crate::conversation::{Conversation, Turn};
+use crate::conversation::{Conversation, EmbedText, Turn};
 use crate::embed::EMBEDDING_DIM;
 use crate::error::{Error, Result};
 use crate::graph::{Edge, Graph, NodeRef};
@@ -503,6 +503,15 @@ impl WriteTxn {
             compact_files(ds, options, None).await?;
             crate::fault::point("compact");
         }
+        Ok(())
+    }
+
+    /// Writes this transaction's episodes embedded as `form` (see
+    /// [`Store::check_embedded_text`]): refused for a store that holds episodes embedded
+    /// otherwise; recorded in the manifest at commit by a store that holds none.
+    pub fn embed_as(&mut self, form: EmbedText) -> Result<()> {
+        self.store.check_embedded_text(form)?;
+        self.store.manifest.embedded_text = form;
         Ok(())
     }
 

@@ -263,3 +263,35 @@ fn reuse_embeddings_embeds_only_new_text() {
     let err = fails(&second, &["ingest", demo_arg, "--reuse-embeddings", missing.to_str().expect("utf-8")]);
     assert!(err.contains("nowhere") && err.contains("no store there"), "{err}");
 }
+
+#[test]
+fn embed_text_speaker_embeds_the_name_is_recorded_and_the_other_form_is_refused() {
+    use myelin::embed::{EMBEDDING_DIM, EmbedConfig, EmbedText, Embedder};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    let demo = root().join("datasets/demo.json");
+    let demo_arg = demo.to_str().expect("utf-8");
+    ok(&store, &["ingest", demo_arg, "--embed-text", "speaker"]);
+    let question = "What is the name of Tom's dog?";
+    // Read, or written, as the bare text: refused, naming both forms and the store unchanged.
+    let err = fails(&store, &["query", "--conversation", "demo", question]);
+    assert!(err.contains("embedded as 'speaker'") && err.contains("--embed-text speaker"), "{err}");
+    let err = fails(&store, &["ingest", demo_arg]);
+    assert!(err.contains("embedded as 'speaker'") && err.contains("unchanged"), "{err}");
+    assert_eq!(stats(&store)["store"]["generation"], 1);
+    let answer = ok(&store, &["query", "--conversation", "demo", question, "--embed-text", "speaker"]);
+    assert!(answer.contains("Biscuit"), "{answer}");
+    // The stored vectors are the embedder's of "speaker: words", not of the words alone.
+    let episodes = tokio::runtime::Runtime::new().expect("runtime").block_on(async {
+        myelin::store::Store::open(&store).await.expect("open").episodes("demo").await.expect("episodes")
+    });
+    let embedder = Embedder::load(&EmbedConfig::default()).expect("model");
+    let cosine = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>();
+    for e in episodes.iter().take(4) {
+        let named = embedder.embed(&[e.embedded(EmbedText::Speaker)]).expect("embed");
+        let bare = embedder.embed(&[e.embedded(EmbedText::Bare)]).expect("embed");
+        assert_eq!(named.len(), EMBEDDING_DIM);
+        let (with, without) = (cosine(&named, &e.embedding), cosine(&bare, &e.embedding));
+        assert!(with > 0.9999 && without < 0.99, "{}: {with} with the name, {without} without", e.turn_id);
+    }
+}

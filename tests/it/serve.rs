@@ -1108,3 +1108,48 @@ fn on_the_gpu_searches_follow_writes_and_deletions_as_on_the_cpu() {
         assert_eq!(cpu.stats().gpu_searches, 0);
     });
 }
+
+/// With `embed.text = speaker` the serving API embeds each message as "name: text" (an update
+/// as its memory's name and the new text), records the form, and a service opened with the
+/// other form is refused, naming both.
+#[test]
+fn a_speaker_embedded_store_embeds_the_messages_name_and_refuses_the_bare_form() {
+    use myelin::embed::{EmbedText, Embedder};
+    use myelin::serve::{BlockingService, Edit, Message, Scope};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    let mut config = myelin::config::Config::default();
+    config.embed.text = EmbedText::Speaker;
+    let alice = Scope::user("alice");
+    let m = |t: &str| Message { name: Some("Alice".into()), ..Message::new("user", t) };
+    {
+        let service = BlockingService::open(&store, config.clone()).expect("open");
+        let added =
+            service.add(&alice, vec![m("My sister lives in Porto."), m("I keep bees on my roof.")]).expect("add");
+        service.update(&added[1].id, Edit::text("I keep bees in the garden now.")).expect("update");
+    }
+    let episodes = tokio::runtime::Runtime::new().expect("runtime").block_on(async {
+        let store = myelin::store::Store::open(&store).await.expect("open");
+        assert_eq!(store.embedded_text(), EmbedText::Speaker);
+        let mut all = Vec::new();
+        for c in store.conversations().await.expect("scopes") {
+            all.extend(store.episodes(&c.id).await.expect("episodes"));
+        }
+        all
+    });
+    let texts: Vec<&str> = episodes.iter().map(|e| e.text.as_str()).collect();
+    assert_eq!(texts, ["My sister lives in Porto.", "I keep bees in the garden now."]);
+    let embedder = Embedder::load(&config.embed).expect("model");
+    let cosine = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>();
+    for e in &episodes {
+        let named = embedder.embed(&[format!("Alice: {}", e.text)]).expect("embed");
+        let bare = embedder.embed(&[e.text.as_str()]).expect("embed");
+        let (with, without) = (cosine(&named, &e.embedding), cosine(&bare, &e.embedding));
+        assert!(with > 0.9999 && without < 0.99, "{}: {with} with the name, {without} without", e.text);
+    }
+    let err = match BlockingService::open(&store, myelin::config::Config::default()) {
+        Ok(_) => panic!("a service with the bare form opened a store embedded with the speaker"),
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains("embedded as 'speaker'") && err.contains("say 'bare'"), "{err}");
+}
