@@ -137,6 +137,11 @@ impl EmbedText {
         }
     }
 
+    /// The default form, the words alone.
+    pub fn is_bare(&self) -> bool {
+        *self == EmbedText::Bare
+    }
+
     /// The text embedded for `speaker` saying `text` (with a photo's `image_caption`).
     pub fn of(self, speaker: &str, text: &str, image_caption: Option<&str>) -> String {
         let bare = embedding_text(text, image_caption);

@@ -32,8 +32,9 @@ pub(super) struct StoreManifest {
     pub(super) embedding_model: String,
     pub(super) embedding_dim: usize,
     /// What of a turn its embeddings embed (`embed.text`); a store written before the
-    /// setting existed holds the bare text.
-    #[serde(default)]
+    /// setting existed holds the bare text. Written only when it is not the bare text, so a
+    /// store of the default form stays readable by the versions before the setting.
+    #[serde(default, skip_serializing_if = "EmbedText::is_bare")]
     pub(super) embedded_text: EmbedText,
     /// Table name → pinned Lance dataset version.
     pub(super) tables: BTreeMap<String, u64>,

@@ -339,13 +339,19 @@ async fn a_store_keeps_the_form_its_turns_were_embedded_in_and_refuses_another()
     assert!(txn.embed_as(EmbedText::Bare).is_err());
     txn.embed_as(EmbedText::Speaker).expect("its own form");
     drop(txn);
-    // A manifest written before the setting existed reads as the bare text.
+    // A manifest without the field (written before the setting existed, or by a store of the
+    // default form, which leaves it out for older readers) reads as the bare text.
     let old = manifest.replace(r#""embedded_text": "speaker","#, "");
     assert_ne!(old, manifest);
     std::fs::write(dir.path().join("myelin.json"), old).expect("write");
     let store = Store::open(dir.path()).await.expect("an older manifest");
     assert_eq!(store.embedded_text(), EmbedText::Bare);
     assert!(store.check_embedded_text(EmbedText::Speaker).is_err());
+    let mut txn = Writer::acquire(dir.path()).expect("lock").begin().await.expect("begin");
+    txn.embed_as(EmbedText::Bare).expect("its own form");
+    txn.commit().await.expect("commit");
+    let manifest = std::fs::read_to_string(dir.path().join("myelin.json")).expect("manifest");
+    assert!(!manifest.contains("embedded_text"), "{manifest}");
 }
 
 #[tokio::test]
