@@ -44,10 +44,22 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", causes(&err));
             ExitCode::FAILURE
         }
     }
+}
+
+/// An error and its causes, each once: a library error whose message already ends with its
+/// cause (`path: No such file or directory`) does not get the cause again.
+fn causes(err: &anyhow::Error) -> String {
+    let mut out = err.to_string();
+    for cause in err.chain().skip(1).map(|c| c.to_string()) {
+        if !out.ends_with(&cause) {
+            out = format!("{out}: {cause}");
+        }
+    }
+    out
 }
 
 /// A command that prints a report ends quietly when its reader goes away (`myelin … | head`),

@@ -153,6 +153,9 @@ fn bad_input_is_named_and_leaves_the_store_unchanged() {
         assert!(err.contains(must_mention), "error for {name} does not mention {must_mention:?}: {err}");
         assert_eq!(stats(&store), before, "store changed after {name}");
     }
+    // The cause of a failed read is said once, not once by the error and again as its source.
+    let err = fails(&store, &["ingest", bad.join("missing.json").to_str().expect("utf-8")]);
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
     // A directory that is neither layout.
     let err = fails(&store, &["ingest", bad.to_str().expect("utf-8")]);
     assert!(err.contains("bad"), "{err}");
