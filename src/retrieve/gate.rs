@@ -4,7 +4,31 @@
 //! Must not rank.
 
 use super::*;
+use crate::graph::extract::{WordSet, is_stop};
 use crate::knowing::GateModel;
+
+/// Words by which a speaker speaks of themselves ("I", "my", "we").
+static FIRST_PERSON: WordSet = WordSet::new(include_str!("words/first_person.txt"));
+/// Words by which a speaker speaks of the one they talk to ("you", "your").
+static SECOND_PERSON: WordSet = WordSet::new(include_str!("words/second_person.txt"));
+
+/// Whether a turn speaks of its listener rather than of its speaker: more second-person words
+/// than first-person ones ("Your hoodies look great!" is about the listener's hoodies, "I made
+/// a limited line of hoodies" about the speaker's). Whose fact a turn states is what an
+/// adversarial question swaps.
+pub fn speaks_of_listener(text: &str) -> bool {
+    let (mut first, mut second) = (0usize, 0usize);
+    for word in text.split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '\u{2019}')) {
+        // No person word is longer than "yourselves": longer words are not lower-cased.
+        if word.len() > 16 {
+            continue;
+        }
+        let word = word.trim_matches(|c| c == '\'' || c == '\u{2019}').to_lowercase().replace('\u{2019}', "'");
+        first += FIRST_PERSON.contains(&word) as usize;
+        second += SECOND_PERSON.contains(&word) as usize;
+    }
+    second > first
+}
 
 impl Memory {
     /// The learned gate's model: the settings' file, or the shipped model. Loaded on first
@@ -99,13 +123,16 @@ impl Memory {
 
 /// The learned gate's inputs, in order (a gate model's card lists them; see
 /// [`Memory::knowing_features`]). "Coverage" is the share of the question's content words
-/// (weighted by idf; the speakers' names left out) that a turn holds; "window" counts a turn
-/// with its neighbours; "named" and "other" split turns by whether the speaker the question
-/// names said them (both are the overall value when it names none); "blind" is the similarity
-/// of a turn to the question with the speakers' names left out of the lexical side (its
-/// cosine, and the BM25 of the content words), over the returned turns and the best covering
-/// ones.
-pub const KNOWING_FEATURES: [&str; 23] = [
+/// (weighted by idf; the speakers' names, the extractor's stop words and one-letter pieces
+/// left out) that a turn holds; "window" counts a turn with its neighbours; "named" and
+/// "other" split turns by whether the speaker the question names said them (both are the
+/// overall value when it names none); "owned" splits them instead by whose fact a turn
+/// states: the speaker's own, or, for a turn that speaks of its listener
+/// ([`speaks_of_listener`]), the listener's (0 when it names none), and "share_owned" is the
+/// named speaker's share of the best covering turns' facts; "blind" is the similarity of a
+/// turn to the question with the speakers' names left out of the lexical side (its cosine,
+/// and the BM25 of the content words), over the returned turns and the best covering ones.
+pub const KNOWING_FEATURES: [&str; 30] = [
     "named",
     "coverage_top",
     "coverage_named",
@@ -129,6 +156,13 @@ pub const KNOWING_FEATURES: [&str; 23] = [
     "terms",
     "speaker_agreement",
     "log_episodes",
+    "owned_named",
+    "owned_other",
+    "window_owned_named",
+    "window_owned_other",
+    "best_owned_by_named",
+    "blind_owned_by_named",
+    "share_owned",
 ];
 
 /// Returned episodes the learned gate looks at, best first.
@@ -136,6 +170,9 @@ pub const KNOWING_DEPTH: usize = 10;
 
 /// Turns, best covering first, whose window (the turn and its neighbours) is measured.
 const WINDOWS: usize = 50;
+
+/// Turns, best covering first, over which the named speaker's share of facts is measured.
+const SHARE_DEPTH: usize = 10;
 
 impl Memory {
     /// What the learned gate sees of a result (best first, as `synapse` ranks) and of the
@@ -150,7 +187,10 @@ impl Memory {
         let max_of = |it: &mut dyn Iterator<Item = f32>| it.fold(0.0f32, f32::max);
         let name_term = |t: &str| t.len() >= 3 && self.speakers.iter().any(|s| s.starts_with(t));
         let all_terms = self.bm25.term_postings(&query.terms);
-        let content: Vec<String> = query.terms.iter().filter(|t| !name_term(t)).cloned().collect();
+        // Content words: not a speaker's name, not a stop word, and not a one-letter piece of
+        // a contraction or a possessive (the analyzer splits "Maya's" into "maya" and "s").
+        let content_word = |t: &str| t.chars().count() > 1 && !name_term(t) && !is_stop(t);
+        let content: Vec<String> = query.terms.iter().filter(|t| content_word(t)).cloned().collect();
         let terms = self.bm25.term_postings(&content);
         let total: f32 = terms.iter().map(|t| t.0).sum();
         let share = |x: f32| if total > 0.0 { x / total } else { 0.0 };
@@ -175,19 +215,34 @@ impl Memory {
             share(terms.iter().filter(|t| around.iter().any(|&n| holds(t.1, node_of(n)))).map(|t| t.0).sum())
         };
         let windows: Vec<(u32, f32)> = best.iter().take(WINDOWS).map(|&(e, _)| (e, window(e))).collect();
-        let split = |of: &[(u32, f32)]| -> (f32, f32, f32) {
+        // A list's best value, and its best over the turns `side` takes and the others (both
+        // the best overall when the question names nobody).
+        let split = |of: &[(u32, f32)], side: &dyn Fn(u32) -> bool| -> (f32, f32, f32) {
             let all = max_of(&mut of.iter().map(|x| x.1));
             match named {
                 Some(_) => (
                     all,
-                    max_of(&mut of.iter().filter(|x| is_named(x.0)).map(|x| x.1)),
-                    max_of(&mut of.iter().filter(|x| !is_named(x.0)).map(|x| x.1)),
+                    max_of(&mut of.iter().filter(|x| side(x.0)).map(|x| x.1)),
+                    max_of(&mut of.iter().filter(|x| !side(x.0)).map(|x| x.1)),
                 ),
                 None => (all, all, all),
             }
         };
-        let (best_all, best_named, best_other) = split(&best);
-        let (window_all, window_named, window_other) = split(&windows);
+        // +1 when `side` takes the turn, −1 when not, 0 without a turn or a named speaker.
+        let sign = |e: Option<u32>, side: &dyn Fn(u32) -> bool| match (named.is_some(), e) {
+            (true, Some(e)) => {
+                if side(e) {
+                    1.0
+                } else {
+                    -1.0
+                }
+            }
+            _ => 0.0,
+        };
+        // Whose fact a turn states is the named speaker's.
+        let owned_by_named = |e: u32| is_named(e) != self.of_listener[e as usize];
+        let (best_all, best_named, best_other) = split(&best, &is_named);
+        let (window_all, window_named, window_other) = split(&windows, &is_named);
         // Who said what the question asks, blind to whom it names.
         let mut content_bm25 = vec![0.0f32; self.graph.node_count()];
         self.bm25.score_into(&content, &mut content_bm25);
@@ -203,19 +258,34 @@ impl Memory {
             .map(|&e| (e, similarity(self.node_dense(node_of(e), query), lexical(e), max_lexical, w)))
             .collect();
         blind.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        let (_, blind_named, blind_other) = split(&blind);
-        let ranked: Vec<(u32, f32)> = top.iter().map(|h| (h.episode, coverage(h.episode))).collect();
-        let (_, coverage_named, coverage_other) = split(&ranked);
-        let by_named = |e: Option<u32>| match (named.is_some(), e) {
-            (true, Some(e)) => {
-                if is_named(e) {
-                    1.0
-                } else {
-                    -1.0
-                }
+        let (_, blind_named, blind_other) = split(&blind, &is_named);
+        // Naming nobody, no fact is the named speaker's: 0, so that the other features carry
+        // such a question alone (with the overall values, as `split` gives them, the model's
+        // weights for these moved BEAM's questions, which name nobody: held-out AUC 0.705
+        // against 0.682 in scikit-learn).
+        let owned = |of: &[(u32, f32)]| match named {
+            Some(_) => {
+                let (_, named, other) = split(of, &owned_by_named);
+                (named, other)
+            }
+            None => (0.0, 0.0),
+        };
+        let (owned_named, owned_other) = owned(&best);
+        // How much of what the memory says of the question's words is the named speaker's:
+        // over the best covering turns, the share of coverage² in the named speaker's facts
+        // (0 when it names none). Tom's "I'm adopting a dog" and Maya's "Look at you, a
+        // proper dog dad" both state Tom's fact, so "Maya's dog" finds little of hers.
+        let top_covering = &best[..best.len().min(SHARE_DEPTH)];
+        let mass: f32 = top_covering.iter().map(|x| x.1 * x.1).sum();
+        let share_owned = match named {
+            Some(_) if mass > 0.0 => {
+                top_covering.iter().filter(|x| owned_by_named(x.0)).map(|x| x.1 * x.1).sum::<f32>() / mass
             }
             _ => 0.0,
         };
+        let (window_owned_named, window_owned_other) = owned(&windows);
+        let ranked: Vec<(u32, f32)> = top.iter().map(|h| (h.episode, coverage(h.episode))).collect();
+        let (_, coverage_named, coverage_other) = split(&ranked, &is_named);
         let missing_best = best.first().map_or(1.0, |&(e, _)| {
             let largest = self.bm25.largest_idf();
             let missing = max_of(&mut terms.iter().filter(|t| !holds(t.1, node_of(e))).map(|t| t.0));
@@ -240,8 +310,8 @@ impl Memory {
             window_all,
             window_named,
             window_other,
-            by_named(best.first().map(|b| b.0)),
-            by_named(blind.first().map(|b| b.0)),
+            sign(best.first().map(|b| b.0), &is_named),
+            sign(blind.first().map(|b| b.0), &is_named),
             blind_named,
             blind_other,
             missing_best,
@@ -252,6 +322,13 @@ impl Memory {
             (terms.len() as f32).ln_1p(),
             self.speaker_agreement(query, &r.hits).unwrap_or(1.0),
             (self.episodes.len() as f32).ln_1p() / 10.0,
+            owned_named,
+            owned_other,
+            window_owned_named,
+            window_owned_other,
+            sign(best.first().map(|b| b.0), &owned_by_named),
+            sign(blind.first().map(|b| b.0), &owned_by_named),
+            share_owned,
         ]
     }
 }
@@ -264,7 +341,7 @@ mod tests {
     fn memory() -> Memory {
         let turns = [
             ("Alice", "I adopted a beagle puppy named Rex."),
-            ("Bob", "Congrats on the puppy!"),
+            ("Bob", "Congrats on your puppy!"),
             ("Bob", "I started a pottery class on Tuesday."),
             ("Alice", "Pottery sounds fun."),
         ];
@@ -302,6 +379,28 @@ mod tests {
     }
 
     #[test]
+    fn person_word_lists_are_sorted_unique_and_lower_case() {
+        for (name, text) in [
+            ("first_person", include_str!("words/first_person.txt")),
+            ("second_person", include_str!("words/second_person.txt")),
+        ] {
+            let words: Vec<&str> = text.lines().collect();
+            assert!(!words.is_empty(), "{name} is empty");
+            assert!(words.windows(2).all(|w| w[0] < w[1]), "{name} is not sorted and unique");
+            assert!(words.iter().all(|w| *w == w.to_lowercase() && !w.contains(' ')), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_turn_speaks_of_its_listener_when_second_person_words_outnumber_first_person_ones() {
+        assert!(speaks_of_listener("Your hoodies look great!"));
+        assert!(speaks_of_listener("I\u{2019}m so proud of you, you did it"));
+        assert!(!speaks_of_listener("I made a limited line of hoodies for you."));
+        assert!(!speaks_of_listener("The bakery opens at nine."));
+        assert!(!speaks_of_listener("We've got YOURS? No, ours."));
+    }
+
+    #[test]
     fn the_gate_sees_who_said_what_the_question_asks() {
         let m = memory();
         // Alice adopted the puppy: asked of Alice, her turn holds the question's one content
@@ -320,6 +419,22 @@ mod tests {
         let none = features(&m, "Who started a pottery class?");
         assert_eq!((none["named"], none["best_by_named"]), (0.0, 0.0));
         assert_eq!(none["best_named"], none["best_other"]);
+        // Whose fact a turn states: Bob's congratulations speak of Alice's puppy, so asked of
+        // Bob, a turn he said holds "puppy" but none states a fact of his; asked of Alice,
+        // both turns that hold it state hers.
+        let of_bob = features(&m, "Which puppy did Bob adopt?");
+        assert!(of_bob["best_named"] > 0.0 && of_bob["best_named"] < 1.0, "{of_bob:?}");
+        assert_eq!((of_bob["owned_named"], of_bob["owned_other"], of_bob["best_owned_by_named"]), (0.0, 1.0, -1.0));
+        assert_eq!(of_bob["share_owned"], 0.0);
+        let of_alice = features(&m, "Which puppy did Alice adopt?");
+        assert!(of_alice["best_other"] > 0.0, "{of_alice:?}");
+        let owned = (of_alice["owned_named"], of_alice["owned_other"], of_alice["best_owned_by_named"]);
+        assert_eq!(owned, (1.0, 0.0, 1.0));
+        assert_eq!(of_alice["share_owned"], 1.0);
+        let owned = (none["owned_named"], none["owned_other"], none["best_owned_by_named"]);
+        assert_eq!(owned, (0.0, 0.0, 0.0));
+        assert_eq!(none["share_owned"], 0.0);
+        assert!(none["best_named"] > 0.0, "{none:?}");
         // The shipped model trusts Alice's question more than Bob's.
         let model = m.gate_model().unwrap();
         let confidence = |f: &std::collections::HashMap<&str, f32>| {

@@ -205,6 +205,9 @@ pub struct Memory {
     speakers: Vec<String>,
     /// Per episode: its speaker's first name, lower case ([`first_name`]).
     said_by: Vec<String>,
+    /// Per episode: whether it speaks of its listener rather than its speaker
+    /// ([`gate::speaks_of_listener`]).
+    of_listener: Vec<bool>,
     /// Node id of each episode.
     episode_nodes: Vec<u32>,
     /// Per node: normalised age (0 newest) and log-scaled degree, for the learned signal.
@@ -330,6 +333,7 @@ impl Memory {
         let transition =
             Transition::new(n, graph.edges.iter().map(|e| (e.src, e.dst, config.activation.edge_weight(e))));
         let said_by: Vec<String> = episodes.iter().map(|e| first_name(&e.speaker)).collect();
+        let of_listener = episodes.iter().map(|e| gate::speaks_of_listener(&e.text)).collect();
         let mut speakers: Vec<String> = said_by.iter().filter(|s| !s.is_empty()).cloned().collect();
         speakers.sort();
         speakers.dedup();
@@ -338,6 +342,7 @@ impl Memory {
         Ok(Memory {
             speakers,
             said_by,
+            of_listener,
             episode_nodes,
             age,
             importance,

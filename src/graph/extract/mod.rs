@@ -79,6 +79,7 @@ use names::{Evidence, find_names};
 use rake::{Occurrence, RakeStats, find_phrases};
 use tokens::{Token, mark_title_sentences, span_label, tokenize};
 use words::FastMap;
+pub(crate) use words::{WordSet, is_stop};
 
 /// What kind of concept a phrase is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

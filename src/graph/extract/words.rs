@@ -1,6 +1,7 @@
 //! The extractor's word lists and the predicates over them: each list is a plain text file under
 //! `words/` (one lower-case word per line, sorted, no duplicates; `irregular_plurals.txt` holds one
 //! `plural singular` pair per line), compiled in with `include_str!` and made a set on first use.
+//! [`WordSet`] is also how the rest of the crate keeps a word list as data.
 //! Also the small deterministic hasher that every word set and map of the extractor uses.
 //!
 //! Owns only the lists and how they are looked up; it must not tokenise, rank or know what a
@@ -39,18 +40,18 @@ pub(super) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
 
 /// A word list written as whitespace-separated words (a data file: one a line, sorted, for the
 /// reader), made a set on first use.
-pub(super) struct WordSet {
+pub(crate) struct WordSet {
     words: &'static str,
     set: OnceLock<FastSet<&'static str>>,
 }
 
 impl WordSet {
-    const fn new(words: &'static str) -> Self {
+    pub(crate) const fn new(words: &'static str) -> Self {
         WordSet { words, set: OnceLock::new() }
     }
 
     /// Whether `word` (lower case) is in the list.
-    pub(super) fn contains(&self, word: &str) -> bool {
+    pub(crate) fn contains(&self, word: &str) -> bool {
         self.set.get_or_init(|| self.words.split_whitespace().collect()).contains(word)
     }
 }
@@ -126,7 +127,7 @@ pub(super) static VERB_CUES: WordSet = WordSet::new(include_str!("words/verb_cue
 pub(super) static ENUMERATORS: WordSet = WordSet::new(include_str!("words/enumerators.txt"));
 
 /// A stop word.
-pub(super) fn is_stop(lower: &str) -> bool {
+pub(crate) fn is_stop(lower: &str) -> bool {
     STOP_WORDS.contains(lower)
 }
 
