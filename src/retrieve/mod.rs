@@ -263,7 +263,8 @@ impl Memory {
         let mut analyzer = Analyzer::new()?;
         let terms: Vec<Vec<String>> = texts.iter().map(|t| analyzer.terms(t)).collect();
         let bm25 = Bm25Index::build(&terms, config.bm25_k1, config.bm25_b);
-        Memory::assemble(conversation, episodes, graph, embeddings, bm25, config)
+        let of_listener = episodes.iter().map(|e| gate::speaks_of_listener(&e.text)).collect();
+        Memory::assemble(conversation, episodes, graph, embeddings, bm25, of_listener, config)
     }
 
     /// This memory with `added` episodes after its own and `graph`, a later version of its
@@ -295,20 +296,26 @@ impl Memory {
         let mut bm25 = self.bm25.clone();
         bm25.truncate(kept);
         bm25.extend(&terms);
-        let mut memory = Memory::assemble(&self.conversation, episodes, graph, embeddings, bm25, self.config.clone())?;
+        // The episodes it keeps keep their texts, so whom they speak of.
+        let mut of_listener = self.of_listener.clone();
+        of_listener.extend(episodes[self.episodes.len()..].iter().map(|e| gate::speaks_of_listener(&e.text)));
+        let mut memory =
+            Memory::assemble(&self.conversation, episodes, graph, embeddings, bm25, of_listener, self.config.clone())?;
         memory.sparse_min_nodes = self.sparse_min_nodes;
         // The episodes it keeps keep their texts, so their counts.
         memory.tokens[..self.tokens.len()].clone_from_slice(&self.tokens);
         Ok(memory)
     }
 
-    /// The rest of a memory, from its node embeddings and lexical index.
+    /// The rest of a memory, from its node embeddings, lexical index and, per episode, whether
+    /// it speaks of its listener.
     fn assemble(
         conversation: &str,
         episodes: Vec<Episode>,
         graph: Graph,
         embeddings: Vec<f32>,
         bm25: Bm25Index,
+        of_listener: Vec<bool>,
         config: RetrieveConfig,
     ) -> Result<Memory> {
         let n = graph.node_count();
@@ -333,7 +340,6 @@ impl Memory {
         let transition =
             Transition::new(n, graph.edges.iter().map(|e| (e.src, e.dst, config.activation.edge_weight(e))));
         let said_by: Vec<String> = episodes.iter().map(|e| first_name(&e.speaker)).collect();
-        let of_listener = episodes.iter().map(|e| gate::speaks_of_listener(&e.text)).collect();
         let mut speakers: Vec<String> = said_by.iter().filter(|s| !s.is_empty()).cloned().collect();
         speakers.sort();
         speakers.dedup();

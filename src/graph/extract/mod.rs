@@ -79,6 +79,8 @@ use names::{Evidence, find_names};
 use rake::{Occurrence, RakeStats, find_phrases};
 use tokens::{Token, mark_title_sentences, span_label, tokenize};
 use words::FastMap;
+#[cfg(test)]
+pub(crate) use words::check_word_list_file;
 pub(crate) use words::{WordSet, is_stop};
 
 /// What kind of concept a phrase is.

@@ -148,6 +148,27 @@ pub(super) fn weak_word(lower: &str) -> bool {
     false
 }
 
+/// Checks a word-list file as every list of the crate is written: one entry a line of `fields`
+/// space-separated words, nothing else on it, lower case, sorted in byte order by its first
+/// word with no duplicates, not empty, the last line ended. For the tests of every module that
+/// keeps a list.
+#[cfg(test)]
+pub(crate) fn check_word_list_file(name: &str, text: &str, fields: usize) {
+    assert!(text.ends_with('\n'), "{name}: the last line ends with a line break");
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(!lines.is_empty(), "{name} is empty");
+    for line in &lines {
+        let words: Vec<&str> = line.split(' ').collect();
+        assert_eq!(words.len(), fields, "{name}: {line:?}");
+        assert!(words.iter().all(|f| !f.is_empty() && !f.contains(char::is_whitespace)), "{name}: {line:?}");
+        assert_eq!(*line, line.to_lowercase(), "{name}: {line:?} is not lower case");
+    }
+    let keys: Vec<&str> = lines.iter().map(|l| l.split(' ').next().unwrap_or("")).collect();
+    for w in keys.windows(2) {
+        assert!(w[0] < w[1], "{name}: {:?} before {:?} (unsorted or a duplicate)", w[0], w[1]);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,24 +206,10 @@ mod tests {
     /// of a lower-case word), sorted in byte order with no duplicates, and not empty.
     #[test]
     fn word_list_files_are_one_sorted_lower_case_entry_a_line() {
-        let mut files: Vec<(&str, &str)> = word_sets().iter().map(|(name, set)| (*name, set.words)).collect();
-        files.push(("IRREGULAR_PLURALS", IRREGULAR_PLURALS.text));
-        for (name, text) in files {
-            let pairs = name == "IRREGULAR_PLURALS";
-            assert!(text.ends_with('\n'), "{name}: the last line ends with a line break");
-            let lines: Vec<&str> = text.lines().collect();
-            assert!(!lines.is_empty(), "{name} is empty");
-            for line in &lines {
-                let fields: Vec<&str> = line.split(' ').collect();
-                assert_eq!(fields.len(), if pairs { 2 } else { 1 }, "{name}: {line:?}");
-                assert!(fields.iter().all(|f| !f.is_empty() && !f.contains(char::is_whitespace)), "{name}: {line:?}");
-                assert_eq!(*line, line.to_lowercase(), "{name}: {line:?} is not lower case");
-            }
-            let keys: Vec<&str> = lines.iter().map(|l| l.split(' ').next().unwrap_or("")).collect();
-            for w in keys.windows(2) {
-                assert!(w[0] < w[1], "{name}: {:?} before {:?} (unsorted or a duplicate)", w[0], w[1]);
-            }
+        for (name, set) in word_sets() {
+            check_word_list_file(name, set.words, 1);
         }
+        check_word_list_file("IRREGULAR_PLURALS", IRREGULAR_PLURALS.text, 2);
         assert_eq!(IRREGULAR_PLURALS.get("children"), Some("child"));
         assert_eq!(IRREGULAR_PLURALS.get("wolves"), Some("wolf"));
         assert_eq!(IRREGULAR_PLURALS.get("child"), None);
