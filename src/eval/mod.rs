@@ -411,7 +411,9 @@ pub fn peer_inputs(loaded: &Loaded) -> (Vec<PeerTurn>, Vec<PeerQuestion>) {
 /// reference the shipped card's figures were measured on), one batch for all questions.
 pub fn training_examples(loaded: Loaded, set: FeatureSet) -> Result<Vec<Example>> {
     use rayon::prelude::*;
-    let engine = Engine::on_cpu_because(loaded.memories, "training examples rank on the CPU reference".into());
+    // Synapse's ranking as deep as the rerank pool: the candidates the rerank will see.
+    let memories = loaded.memories.into_iter().map(Memory::ranking_the_pool).collect();
+    let engine = Engine::on_cpu_because(memories, "training examples rank on the CPU reference".into());
     let asked: Vec<&Labelled> = loaded.questions.iter().filter(|q| !q.adversarial && !q.gold.is_empty()).collect();
     let requests: Vec<(usize, &Query)> = asked.iter().map(|q| (q.memory, &q.query)).collect();
     let (results, _) = engine.retrieve_batch(&requests, Mode::Synapse)?;

@@ -193,10 +193,11 @@ pub fn features(set: FeatureSet, candidates: &Candidates, query: &[f32], embeddi
     Ok(out)
 }
 
-/// How much of the learned signal to trust: min(1, episodes / `full_at`) (the seed's cold
-/// start; `full_at` = 15 by default).
+/// How much of the learned signal to trust, the cold start: none below `full_at` episodes, all
+/// of it from there. The seed ramps it, min(1, episodes / `full_at`), which cannot guard a
+/// model weighted 100 beside scores under 1: two episodes still gave its guess a weight of 2.
 pub fn cold_start_blend(episodes: usize, full_at: usize) -> f32 {
-    if full_at == 0 { 1.0 } else { (episodes as f32 / full_at as f32).min(1.0) }
+    if episodes >= full_at { 1.0 } else { 0.0 }
 }
 
 #[cfg(test)]
@@ -261,9 +262,10 @@ mod tests {
     }
 
     #[test]
-    fn cold_start_trusts_the_model_from_fifteen_episodes() {
+    fn cold_start_trusts_the_model_from_its_episode_count_on() {
         assert_eq!(cold_start_blend(0, 15), 0.0);
-        assert_eq!(cold_start_blend(3, 15), 0.2);
+        assert_eq!(cold_start_blend(3, 15), 0.0);
+        assert_eq!(cold_start_blend(14, 15), 0.0);
         assert_eq!(cold_start_blend(15, 15), 1.0);
         assert_eq!(cold_start_blend(400, 15), 1.0);
         assert_eq!(cold_start_blend(3, 0), 1.0);

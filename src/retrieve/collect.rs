@@ -12,7 +12,7 @@ impl Memory {
         }
     }
 
-    /// Walks a node ranking, (node, score) best first, into at most `top_k` episodes of
+    /// Walks a node ranking, (node, score) best first, into at most `k` episodes of
     /// distinct turns: an episode stands for itself unless a passage of its turn is already
     /// taken; a concept (when `concepts` and `concepts_in_results`) for its linked episode that
     /// ranks best (`score`, then lower node) and whose turn is not yet taken; otherwise it is
@@ -23,16 +23,17 @@ impl Memory {
         &self,
         query: &Query,
         order: &[(u32, f32)],
+        k: usize,
         concepts: bool,
         score: &dyn Fn(u32) -> f32,
         signals: &dyn Fn(usize, f32) -> Signals,
     ) -> (Vec<Hit>, usize) {
         let mut taken = vec![false; self.episodes.len()];
         let free = |taken: &[bool], e: u32| !taken[self.turns[e as usize] as usize] && query.allows(e);
-        let mut hits = Vec::with_capacity(self.config.top_k);
+        let mut hits = Vec::with_capacity(k);
         let mut used = 0;
         for &(i, s) in order {
-            if hits.len() >= self.config.top_k {
+            if hits.len() >= k {
                 break;
             }
             used += 1;

@@ -97,12 +97,18 @@ impl Memory {
     /// Applies the speaker check to the confidence and, in synapse modes, the threshold.
     pub(super) fn gate(&self, query: &Query, mut r: Retrieval) -> Retrieval {
         if self.config.speaker_check
-            && let Some(ratio) = self.speaker_agreement(query, &r.hits)
+            && let Some(ratio) = self.speaker_agreement(query, self.gated(&r))
         {
             r.confidence *= ratio;
         }
         r.rejected = r.mode.is_synapse() && r.confidence < self.config.gate_threshold;
         r
+    }
+
+    /// What both gates see of a result: its first `top_k` hits, so that `synapse-gnn`, which
+    /// ranks a deeper pool for its rerank ([`RetrieveConfig::depth`]), is gated as `synapse`.
+    fn gated<'a>(&self, r: &'a Retrieval) -> &'a [Hit] {
+        &r.hits[..r.hits.len().min(self.config.top_k)]
     }
 
     /// When the query names exactly one of the conversation's speakers: the score of the best
@@ -190,7 +196,8 @@ impl Memory {
     /// each speaker in the whole memory and the memory itself hold, the activation and score
     /// of the best, their margin and the size of the memory. In [`KNOWING_FEATURES`] order.
     pub fn knowing_features(&self, query: &Query, r: &Retrieval) -> Vec<f32> {
-        let top = &r.hits[..r.hits.len().min(KNOWING_DEPTH)];
+        let hits = self.gated(r);
+        let top = &hits[..hits.len().min(KNOWING_DEPTH)];
         let named = self.named_speaker(query);
         let is_named = |e: u32| named.as_ref().is_some_and(|s| *s == self.said_by[e as usize]);
         let max_of = |it: &mut dyn Iterator<Item = f32>| it.fold(0.0f32, f32::max);
@@ -256,7 +263,7 @@ impl Memory {
         let mut content_bm25 = vec![0.0f32; self.graph.node_count()];
         self.bm25.score_into(&content, &mut content_bm25);
         let mut candidates: Vec<u32> =
-            r.hits.iter().map(|h| h.episode).chain(best.iter().take(WINDOWS).map(|b| b.0)).collect();
+            hits.iter().map(|h| h.episode).chain(best.iter().take(WINDOWS).map(|b| b.0)).collect();
         candidates.sort_unstable();
         candidates.dedup();
         let lexical = |e: u32| content_bm25[node_of(e) as usize];
@@ -329,7 +336,7 @@ impl Memory {
             margin,
             if all_idf > 0.0 { bm25_max / all_idf } else { 0.0 },
             (terms.len() as f32).ln_1p(),
-            self.speaker_agreement(query, &r.hits).unwrap_or(1.0),
+            self.speaker_agreement(query, hits).unwrap_or(1.0),
             (self.episodes.len() as f32).ln_1p() / 10.0,
             owned_named,
             owned_other,

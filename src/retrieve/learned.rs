@@ -124,25 +124,35 @@ impl Memory {
         (candidates, embeddings)
     }
 
-    /// How much of the learned signal this conversation trusts: the cold-start blend,
-    /// min(1, episodes / `gnn.cold_start_episodes`).
+    /// How much of the learned signal this conversation trusts, the cold start: 0 below
+    /// `gnn.cold_start_episodes` episodes, 1 from there ([`cold_start_blend`]).
     pub fn cold_start(&self) -> f32 {
         cold_start_blend(self.episodes.len(), self.config.gnn.cold_start_episodes)
     }
 
     /// Applies the learned relevance to a `synapse-gnn` result (other modes pass through):
-    /// every returned episode's score gains `weight · blend · relevance`, where blend is the
-    /// cold start, min(1, episodes / `gnn.cold_start_episodes`), and the episodes are reordered
-    /// by it. The gate's confidence stays synapse's.
+    /// every episode of the pool (`gnn.pool`, [`RetrieveConfig::depth`]) gains
+    /// `weight · blend · relevance` in its score, where blend is the cold start
+    /// ([`Memory::cold_start`]), the episodes are reordered by it and the
+    /// best `top_k` kept. The gate's confidence stays synapse's.
     /// Then the learned gate decides, when the settings choose it ([`Memory::know`], on the
     /// ranking before the rerank).
     pub fn learned(&self, query: &Query, r: Retrieval) -> Result<Retrieval> {
         let known = self.know(query, &r)?;
         let mut r = self.rerank(query, r)?;
+        r.hits.truncate(self.config.top_k);
         if let Some((confidence, rejected)) = known {
             (r.confidence, r.rejected) = (confidence, rejected);
         }
         Ok(r)
+    }
+
+    /// This memory with every mode ranking as deep as `synapse-gnn`'s rerank pool: the
+    /// `synapse` results of the learned relevance's training examples are then the candidates
+    /// the rerank will see.
+    pub fn ranking_the_pool(mut self) -> Memory {
+        self.config.top_k = self.config.depth(Mode::SynapseGnn);
+        self
     }
 
     /// The rerank of [`Memory::learned`].

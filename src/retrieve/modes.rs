@@ -38,7 +38,7 @@ impl Memory {
         let bound: Vec<f32> =
             (0..n).map(|i| hybrid(if known[i].is_nan() { dense_bound[i] } else { known[i] }, i)).collect();
         let score = |i: u32| hybrid(dense_of(i), i as usize);
-        let (hits, top) = self.rank_hits(query, &bound, false, true, &score, &|i, s| Signals {
+        let (hits, top) = self.rank_hits(query, mode, &bound, false, &score, &|i, s| Signals {
             dense: dense_of(i as u32),
             bm25: bm25[i],
             activation: Some(a[i]),
@@ -51,22 +51,25 @@ impl Memory {
     }
 
     /// The result's episodes: nodes are taken best first (score descending, then node id)
-    /// through [`Memory::expand`] until `top_k` episodes are in. `bound` holds each node's
-    /// score when `exact`, otherwise an upper bound of it; `score` gives a node's exact score.
+    /// through [`Memory::expand`] until `mode`'s depth of episodes is in
+    /// ([`RetrieveConfig::depth`]: `top_k`, or the rerank pool of `synapse-gnn`). `bound`
+    /// holds each node's score when `exact`, otherwise an upper bound of it; `score` gives a
+    /// node's exact score; concepts stand for their episodes where `mode`
+    /// [ranks concepts](Mode::ranks_concepts).
     /// Only a window of the best bounds is scored, widened until every node outside it is
     /// bounded below the last node the result used, so the result is the full ranking's.
     /// Returns the hits and the top-ranked node.
     pub(super) fn rank_hits(
         &self,
         query: &Query,
+        mode: Mode,
         bound: &[f32],
         exact: bool,
-        concepts: bool,
         score: &dyn Fn(u32) -> f32,
         signals: &dyn Fn(usize, f32) -> Signals,
     ) -> (Vec<Hit>, Option<u32>) {
         let n = bound.len();
-        let top_k = self.config.top_k;
+        let top_k = self.config.depth(mode);
         let mut window = (4 * top_k + 64).min(n);
         loop {
             let (chosen, next) = select_top(bound, window);
@@ -75,7 +78,7 @@ impl Memory {
             if !exact {
                 order.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
             }
-            let (hits, used) = self.expand(query, &order, concepts, score, signals);
+            let (hits, used) = self.expand(query, &order, top_k, mode.ranks_concepts(), score, signals);
             let settled = match next {
                 None => true,
                 Some(next) => hits.len() >= top_k && (exact || order[used - 1].1 > next),
@@ -131,7 +134,7 @@ impl Memory {
                 };
                 let ranked = episode_only(&scores);
                 let (hits, _) = self
-                    .rank_hits(query, &ranked, true, false, &|i| ranked[i as usize], &|i, s| signals(i, s, None, None));
+                    .rank_hits(query, mode, &ranked, true, &|i| ranked[i as usize], &|i, s| signals(i, s, None, None));
                 let confidence = hits.first().map_or(0.0, |h| h.signals.score);
                 self.gate(query, Retrieval { mode, hits, confidence, rejected: false, anchors: Vec::new() })
             }
@@ -143,7 +146,7 @@ impl Memory {
                 }
                 let ppr = self.transition.rank(self.config.ppr_damping as f64, Some(&teleport));
                 let scores: Vec<f32> = ppr.iter().map(|&p| (p * n as f64) as f32).collect();
-                let (hits, _) = self.rank_hits(query, &scores, true, true, &|i| scores[i as usize], &|i, s| {
+                let (hits, _) = self.rank_hits(query, mode, &scores, true, &|i| scores[i as usize], &|i, s| {
                     signals(i, s, Some(s), Some(self.graph.pagerank[i]))
                 });
                 let confidence = hits.first().map_or(0.0, |h| h.signals.score);
@@ -158,7 +161,7 @@ impl Memory {
                 let pagerank: Vec<f32> = if mode == Mode::NoGraph { vec![0.0; n] } else { self.graph.pagerank.clone() };
                 let lambdas = [c.lambda_similarity, c.lambda_activation, c.lambda_pagerank];
                 let scores: Vec<f32> = (0..n).map(|i| hybrid(lambdas, base.sim[i], a[i], pagerank[i])).collect();
-                let (hits, top) = self.rank_hits(query, &scores, true, true, &|i| scores[i as usize], &|i, s| {
+                let (hits, top) = self.rank_hits(query, mode, &scores, true, &|i| scores[i as usize], &|i, s| {
                     signals(i, s, Some(a[i]), Some(pagerank[i]))
                 });
                 let confidence = top.map_or(0.0, |i| a[i as usize]);

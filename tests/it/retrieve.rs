@@ -315,7 +315,7 @@ fn batches_equal_single_queries_and_runs_repeat_exactly() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = dir.path().join("store");
     ok(&store, &["ingest", "datasets/demo.json"]);
-    let v = query(&store, &["--top-k", "5", &demo.questions[1].text]);
+    let v = query(&store, &["--mode", "synapse", "--top-k", "5", &demo.questions[1].text]);
     let r = memory.retrieve(&queries[1], Mode::Synapse).expect("retrieve");
     let mut top5: Vec<String> =
         r.hits.iter().take(5).map(|h| memory.episodes()[h.episode as usize].turn_id.clone()).collect();

@@ -222,6 +222,9 @@ pub struct RetrieveFlags {
     /// Weight λ4 of the learned relevance; unset: the model card's [retrieve.gnn.weight].
     #[arg(long)]
     pub gnn_weight: Option<f32>,
+    /// Episodes of synapse's ranking the learned relevance reranks [retrieve.gnn.pool].
+    #[arg(long)]
+    pub gnn_pool: Option<usize>,
     /// Scan the f32 embeddings of every node instead of using the dense index of large
     /// memories [retrieve.index.enabled = false].
     #[arg(long)]
@@ -242,7 +245,7 @@ impl RetrieveFlags {
         set!(mode => r.mode, gate => r.gate, top_k => r.top_k, anchor_k => r.anchor_k, alpha => r.alpha, lexical_weight => r.lexical_weight, gate_threshold => r.gate_threshold,
              concepts_in_results => r.concepts_in_results, concept_anchors => r.concept_anchors, passage_discount => r.passage_discount, speaker_check => r.speaker_check, steps => a.steps, spreading => a.spreading,
              decay => a.decay, top_m => a.inhibition_top_m, beta => a.inhibition_beta, gamma => a.sigmoid_gamma,
-             theta => a.sigmoid_theta, rho => a.rho);
+             theta => a.sigmoid_theta, rho => a.rho, gnn_pool => r.gnn.pool);
         if let Some(b) = self.backend {
             config.gpu.backend = b;
         }
