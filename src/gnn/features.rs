@@ -39,6 +39,12 @@ pub const SCALAR_FEATURES: [&str; 15] = [
     "anchor",
 ];
 
+/// What a node holds of the question's content words, the [`FeatureSet::Words`] set adds
+/// after [`SCALAR_FEATURES`]: the share of their idf the node holds (`coverage`), with its
+/// neighbouring turns (`window`), and whether the fact it states is the named speaker's
+/// (`owned`: +1, −1, 0 when the question names nobody or for a concept).
+pub const WORD_FEATURES: [&str; 3] = ["coverage", "window", "owned"];
+
 /// The seed's query-independent features (type, importance, age), before the embedding.
 pub const SEED_FEATURES: [&str; 4] = ["episode", "concept", "importance", "age"];
 
@@ -48,6 +54,9 @@ pub const SEED_FEATURES: [&str; 4] = ["episode", "concept", "importance", "age"]
 pub enum FeatureSet {
     /// The scalar signals of [`SCALAR_FEATURES`].
     Signals,
+    /// The scalar signals and what the node holds of the question's words
+    /// ([`WORD_FEATURES`]).
+    Words,
     /// The scalar signals and the element-wise product of query and node embeddings.
     Product,
     /// The seed's features alone, which ignore the query: [`SEED_FEATURES`] and the node's
@@ -60,6 +69,7 @@ impl FeatureSet {
     pub fn as_str(self) -> &'static str {
         match self {
             FeatureSet::Signals => "signals",
+            FeatureSet::Words => "words",
             FeatureSet::Product => "product",
             FeatureSet::Seed => "seed",
         }
@@ -69,9 +79,12 @@ impl FeatureSet {
     pub fn parse(s: &str) -> Result<FeatureSet> {
         match s {
             "signals" => Ok(FeatureSet::Signals),
+            "words" => Ok(FeatureSet::Words),
             "product" => Ok(FeatureSet::Product),
             "seed" => Ok(FeatureSet::Seed),
-            _ => Err(Error::InvalidArgument(format!("unknown feature set '{s}' (one of: signals, product, seed)"))),
+            _ => Err(Error::InvalidArgument(format!(
+                "unknown feature set '{s}' (one of: signals, words, product, seed)"
+            ))),
         }
     }
 
@@ -81,6 +94,7 @@ impl FeatureSet {
         let own = |names: &[&str]| names.iter().map(|s| s.to_string()).collect::<Vec<String>>();
         match self {
             FeatureSet::Signals => own(&SCALAR_FEATURES),
+            FeatureSet::Words => own(&SCALAR_FEATURES).into_iter().chain(own(&WORD_FEATURES)).collect(),
             FeatureSet::Product => {
                 own(&SCALAR_FEATURES).into_iter().chain((0..dim).map(|i| format!("q*e[{i}]"))).collect()
             }
@@ -92,6 +106,7 @@ impl FeatureSet {
     pub fn width(self, dim: usize) -> usize {
         match self {
             FeatureSet::Signals => SCALAR_FEATURES.len(),
+            FeatureSet::Words => SCALAR_FEATURES.len() + WORD_FEATURES.len(),
             FeatureSet::Product => SCALAR_FEATURES.len() + dim,
             FeatureSet::Seed => SEED_FEATURES.len() + dim,
         }
@@ -130,6 +145,13 @@ pub struct Candidate {
     pub speaker: f32,
     /// An anchor of the query.
     pub anchor: bool,
+    /// Share of the idf of the question's content words the node holds, in [0, 1].
+    pub coverage: f32,
+    /// The same for an episode with the turns before and after it (a concept's coverage).
+    pub window: f32,
+    /// +1 when the fact an episode states is the named speaker's, −1 when it is another's,
+    /// 0 when the question names nobody or for a concept.
+    pub owned: f32,
 }
 
 /// The candidate subgraph of one query: the episodes retrieval returned, in their order, then
@@ -145,10 +167,10 @@ pub struct Candidates {
 }
 
 /// Row-major features (`nodes × set.width(dim)`); `embeddings` are the nodes' embeddings in
-/// the same order (only read for [`FeatureSet::Product`]).
+/// the same order (only read for [`FeatureSet::Product`] and [`FeatureSet::Seed`]).
 pub fn features(set: FeatureSet, candidates: &Candidates, query: &[f32], embeddings: &[&[f32]]) -> Result<Vec<f32>> {
     let dim = query.len();
-    if set != FeatureSet::Signals
+    if matches!(set, FeatureSet::Product | FeatureSet::Seed)
         && (embeddings.len() != candidates.nodes.len() || embeddings.iter().any(|e| e.len() != dim))
     {
         return Err(Error::InvalidArgument(format!(
@@ -183,6 +205,9 @@ pub fn features(set: FeatureSet, candidates: &Candidates, query: &[f32], embeddi
             c.speaker,
             c.anchor as u8 as f32,
         ]);
+        if set == FeatureSet::Words {
+            out.extend_from_slice(&[c.coverage, c.window, c.owned]);
+        }
         if set == FeatureSet::Product {
             // Scaled so a typical dimension is of the order of the scalar features (a unit
             // vector's components are about 1/√dim).
@@ -220,6 +245,9 @@ mod tests {
             importance: 0.6,
             speaker: -1.0,
             anchor: true,
+            coverage: 0.5,
+            window: 0.75,
+            owned: 1.0,
         }
     }
 
@@ -241,6 +269,13 @@ mod tests {
         // A linking concept has no activation of its own: 0, flagged, score = similarity.
         assert_eq!((row(1, "activation"), row(1, "has_activation"), row(1, "score")), (0.0, 0.0, 0.325));
         assert_eq!(row(1, "rank"), 0.0);
+        // The words set appends what the node holds of the question's words.
+        let w = features(FeatureSet::Words, &c, &[1.0, 0.0], &[]).unwrap();
+        let width = FeatureSet::Words.width(2);
+        assert_eq!((w.len(), width), (2 * 18, 18));
+        assert_eq!(&w[..15], &f[..15]);
+        assert_eq!(&w[15..18], &[0.5, 0.75, 1.0]);
+        assert_eq!(FeatureSet::Words.names(2)[15..], ["coverage", "window", "owned"]);
     }
 
     #[test]
@@ -273,7 +308,7 @@ mod tests {
 
     #[test]
     fn feature_sets_parse_their_names() {
-        for set in [FeatureSet::Signals, FeatureSet::Product, FeatureSet::Seed] {
+        for set in [FeatureSet::Signals, FeatureSet::Words, FeatureSet::Product, FeatureSet::Seed] {
             assert_eq!(FeatureSet::parse(set.as_str()).unwrap(), set);
         }
         assert!(FeatureSet::parse("all").unwrap_err().to_string().contains("unknown feature set 'all'"));

@@ -120,7 +120,7 @@ pub struct TrainOptions {
 impl Default for TrainOptions {
     fn default() -> Self {
         TrainOptions {
-            features: FeatureSet::Signals,
+            features: FeatureSet::Words,
             hidden: 128,
             epochs: 60,
             patience: 8,
@@ -422,6 +422,9 @@ mod tests {
             importance: 0.0,
             speaker: 0.0,
             anchor: false,
+            coverage: 0.0,
+            window: 0.0,
+            owned: 0.0,
         }
     }
 
@@ -432,7 +435,7 @@ mod tests {
             (0..12u32).map(|i| candidate(i, 1.0 - i as f32 * 0.01, if i == gold { 0.9 } else { 0.1 })).collect();
         let edges = (0..11u32).flat_map(|i| [(i, i + 1), (i + 1, i)]).collect();
         let c = Candidates { nodes, hits: 12, edges };
-        Example::new(FeatureSet::Signals, &c, &[1.0], &[], &[gold], conversation, "g", 1.0).unwrap()
+        Example::new(TrainOptions::default().features, &c, &[1.0], &[], &[gold], conversation, "g", 1.0).unwrap()
     }
 
     #[test]

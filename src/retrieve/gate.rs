@@ -201,18 +201,13 @@ impl Memory {
         let named = self.named_speaker(query);
         let is_named = |e: u32| named.as_ref().is_some_and(|s| *s == self.said_by[e as usize]);
         let max_of = |it: &mut dyn Iterator<Item = f32>| it.fold(0.0f32, f32::max);
-        let name_term = |t: &str| t.len() >= 3 && self.speakers.iter().any(|s| s.starts_with(t));
         let all_terms = self.bm25.term_postings(&query.terms);
-        // Content words: not a speaker's name, not a stop word, and not a one-letter piece of
-        // a contraction or a possessive (the analyzer splits "Maya's" into "maya" and "s").
-        let content_word = |t: &str| t.chars().count() > 1 && !name_term(t) && !is_stop(t);
-        let content: Vec<String> = query.terms.iter().filter(|t| content_word(t)).cloned().collect();
+        let content = self.content_terms(query);
         let terms = self.bm25.term_postings(&content);
         let total: f32 = terms.iter().map(|t| t.0).sum();
         let share = |x: f32| if total > 0.0 { x / total } else { 0.0 };
-        let holds = |postings: &[(u32, u32)], node: u32| postings.binary_search_by_key(&node, |p| p.0).is_ok();
         let node_of = |e: u32| self.episode_nodes[e as usize];
-        let coverage = |e: u32| share(terms.iter().filter(|t| holds(t.1, node_of(e))).map(|t| t.0).sum());
+        let coverage = |e: u32| held_share(&terms, &[node_of(e)]);
         // Every episode holding a content word, with its coverage.
         let mut held: Vec<Option<f32>> = vec![None; self.episodes.len()];
         for &(idf, postings) in &terms {
@@ -225,11 +220,7 @@ impl Memory {
         let mut best: Vec<(u32, f32)> =
             held.iter().enumerate().filter_map(|(e, x)| x.map(|x| (e as u32, share(x)))).collect();
         best.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        let last = self.episodes.len().saturating_sub(1) as u32;
-        let window = |e: u32| {
-            let around = [e.saturating_sub(1), e, (e + 1).min(last)];
-            share(terms.iter().filter(|t| around.iter().any(|&n| holds(t.1, node_of(n)))).map(|t| t.0).sum())
-        };
+        let window = |e: u32| held_share(&terms, &self.window_nodes(e));
         let windows: Vec<(u32, f32)> = best.iter().take(WINDOWS).map(|&(e, _)| (e, window(e))).collect();
         // A list's best value, and its best over the turns `side` takes and the others (both
         // the best overall when the question names nobody).
@@ -256,7 +247,7 @@ impl Memory {
             _ => 0.0,
         };
         // Whose fact a turn states is the named speaker's.
-        let owned_by_named = |e: u32| is_named(e) != self.of_listener[e as usize];
+        let owned_by_named = |e: u32| named.as_ref().is_some_and(|s| self.owned_by(e, s));
         let (best_all, best_named, best_other) = split(&best, &is_named);
         let (window_all, window_named, window_other) = split(&windows, &is_named);
         // Who said what the question asks, blind to whom it names.
@@ -349,6 +340,42 @@ impl Memory {
     }
 }
 
+/// Whether a term's postings hold `node`.
+fn holds(postings: &[(u32, u32)], node: u32) -> bool {
+    postings.binary_search_by_key(&node, |p| p.0).is_ok()
+}
+
+/// The share of the idf of `terms` (idf and postings, as [`bm25::Bm25Index::term_postings`] gives them)
+/// that `nodes` hold between them; 0 without terms.
+pub(super) fn held_share(terms: &[(f32, &[(u32, u32)])], nodes: &[u32]) -> f32 {
+    let total: f32 = terms.iter().map(|t| t.0).sum();
+    let held: f32 = terms.iter().filter(|t| nodes.iter().any(|&n| holds(t.1, n))).map(|t| t.0).sum();
+    if total > 0.0 { held / total } else { 0.0 }
+}
+
+impl Memory {
+    /// The query's content words: its terms but a speaker's name, the extractor's stop words
+    /// and one-letter pieces of a contraction or a possessive (the analyzer splits "Maya's"
+    /// into "maya" and "s").
+    pub(super) fn content_terms(&self, query: &Query) -> Vec<String> {
+        let name_term = |t: &str| t.len() >= 3 && self.speakers.iter().any(|s| s.starts_with(t));
+        let content_word = |t: &str| t.chars().count() > 1 && !name_term(t) && !is_stop(t);
+        query.terms.iter().filter(|t| content_word(t)).cloned().collect()
+    }
+
+    /// The nodes of an episode's window: the turn and the turns before and after it.
+    pub(super) fn window_nodes(&self, e: u32) -> [u32; 3] {
+        let last = self.episodes.len().saturating_sub(1) as u32;
+        [e.saturating_sub(1), e, (e + 1).min(last)].map(|n| self.episode_nodes[n as usize])
+    }
+
+    /// Whether the fact episode `e` states is `speaker`'s: they said it of themselves, or the
+    /// other said it of them ([`speaks_of_listener`]).
+    pub(super) fn owned_by(&self, e: u32, speaker: &str) -> bool {
+        (self.said_by[e as usize] == speaker) != self.of_listener[e as usize]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -392,6 +419,31 @@ mod tests {
         let query = Query::new(&mut Analyzer::new().unwrap(), text, embedding).unwrap();
         let r = memory.retrieve(&query, Mode::Synapse).unwrap();
         KNOWING_FEATURES.iter().copied().zip(memory.knowing_features(&query, &r)).collect()
+    }
+
+    #[test]
+    fn the_rerank_reads_what_each_turn_and_its_neighbours_hold_and_whose_fact_it_states() {
+        let m = memory();
+        let mut embedding = vec![0.0; EMBEDDING_DIM];
+        embedding[0] = 0.6;
+        embedding[2] = 0.8;
+        let query = Query::new(&mut Analyzer::new().unwrap(), "Which puppy did Bob adopt?", embedding).unwrap();
+        let r = m.retrieve(&query, Mode::Synapse).unwrap();
+        let candidates = m.candidates(&query, &r);
+        let turn = |e: u32| {
+            let found = candidates.nodes.iter().find(|c| !c.concept && c.episodes == [e]);
+            found.map(|c| (c.coverage, c.window, c.owned)).unwrap_or_else(|| panic!("turn {e} not a candidate"))
+        };
+        // Alice's turn holds both content words ("puppy", "adopt") and states her fact.
+        assert_eq!(turn(0), (1.0, 1.0, -1.0));
+        // Bob's congratulations hold "puppy" only, with Alice's turn beside them the window
+        // holds both; they speak of Alice's puppy, so the fact is not Bob's.
+        let (coverage, window, owned) = turn(1);
+        assert!(coverage > 0.0 && coverage < 1.0, "{coverage}");
+        assert_eq!((window, owned), (1.0, -1.0));
+        // Bob's pottery class holds neither word, its window his congratulations' "puppy";
+        // the fact is his own.
+        assert_eq!(turn(2), (0.0, coverage, 1.0));
     }
 
     #[test]

@@ -30,6 +30,8 @@ impl Memory {
         let max_bm25 = lexical.iter().copied().fold(0.0f32, f32::max);
         let w = self.config.lexical_weight;
         let named = self.named_speaker(query);
+        let content = self.content_terms(query);
+        let terms = self.bm25.term_postings(&content);
         // Node → local id (`NONE` for a node outside the subgraph); dense, as a subgraph is
         // built per query and a hash of its ~45 nodes cost more than the vector.
         const NONE: u32 = u32::MAX;
@@ -39,14 +41,18 @@ impl Memory {
             let i = node as usize;
             let cosine = self.node_dense(node, query);
             let bm25 = if max_bm25 > 0.0 { lexical[i] / max_bm25 } else { 0.0 };
-            let (concept, episodes, speaker) = match self.graph.nodes[i] {
+            let sign = |yes: bool| if yes { 1.0 } else { -1.0 };
+            let coverage = gate::held_share(&terms, &[node]);
+            let (concept, episodes, speaker, window, owned) = match self.graph.nodes[i] {
                 NodeRef::Episode(e) => {
                     let said = &self.said_by[e as usize];
-                    let speaker = named.as_ref().map_or(0.0, |s| if s == said { 1.0 } else { -1.0 });
-                    (false, vec![e], speaker)
+                    let speaker = named.as_ref().map_or(0.0, |s| sign(s == said));
+                    let owned = named.as_ref().map_or(0.0, |s| sign(self.owned_by(e, s)));
+                    (false, vec![e], speaker, gate::held_share(&terms, &self.window_nodes(e)), owned)
                 }
                 NodeRef::Concept(_) => {
-                    (true, self.concept_episodes[i].iter().map(|&n| self.episode_of(n)).collect(), 0.0)
+                    let episodes = self.concept_episodes[i].iter().map(|&n| self.episode_of(n)).collect();
+                    (true, episodes, 0.0, coverage, 0.0)
                 }
             };
             Candidate {
@@ -65,6 +71,9 @@ impl Memory {
                 importance: self.importance[i],
                 speaker,
                 anchor: r.anchors.binary_search(&node).is_ok(),
+                coverage,
+                window,
+                owned,
             }
         };
         let signals = |h: &Hit| Some((h.signals.activation.unwrap_or(0.0), h.signals.score));

@@ -33,8 +33,8 @@ fn train_gnn_writes_a_card_whose_figures_eval_reproduces() {
     let table = ok(&store, &train);
     assert!(table.contains("synapse-gnn R@10") && table.contains("multi-hop"), "{table}");
     let card = read_json(&dir.path().join("model/relevance.json"));
-    assert_eq!(card["features"], "signals");
-    assert_eq!(card["shape"], serde_json::json!({"input": 15, "hidden": 16}));
+    assert_eq!(card["features"], "words");
+    assert_eq!(card["shape"], serde_json::json!({"input": 18, "hidden": 16}));
     let t = &card["training"];
     assert_eq!(t["train"]["conversations"], serde_json::json!(["conv-30"]));
     assert_eq!(t["val"]["conversations"], serde_json::json!(["conv-44"]));

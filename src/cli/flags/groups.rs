@@ -32,8 +32,9 @@ pub struct TrainFlags {
     /// Weights file to write; the card goes beside it as `<name>.json`.
     #[arg(long)]
     pub out: PathBuf,
-    /// Node features: signals (query-relative scalars), product (and query ⊙ embedding) or
-    /// seed (type, importance, age and embedding: ignores the query).
+    /// Node features: signals (query-relative scalars), words (and what the node holds of the
+    /// question's content words), product (signals and query ⊙ embedding) or seed (type,
+    /// importance, age and embedding: ignores the query).
     #[arg(long, default_value = TrainOptions::default().features.as_str())]
     pub features: String,
     /// Width of the GraphSAGE layers.
