@@ -10,6 +10,9 @@
 # LOCOMO_FILE defaults to $MYELIN_DATASETS/locomo/locomo10-dev.json, FEATURE_SETS to
 # signals,product,seed. The store ($MYELIN_STORE, default OUT_DIR/store) is filled on first
 # use. Needs python3 for the ids and the final table. Extra training flags: $TRAIN_FLAGS.
+# With $BEAM set to a BEAM tier's folder (e.g. $MYELIN_DATASETS/beam/100K) every fold also
+# trains on its first three quarters of conversations and validates on the last quarter: the
+# recipe of the shipped model `locomo-beam`, cross-validated on LoCoMo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${MYELIN_BIN:-target/release/myelin}
@@ -18,6 +21,17 @@ OUT=${2:-bench-results/gnn-crossval-$(date +%Y%m%d-%H%M%S)}
 SETS=${3:-signals,product,seed}
 STORE=${MYELIN_STORE:-$OUT/store}
 [ -x "$BIN" ] || { echo "no binary at $BIN: cargo build --release, or set MYELIN_BIN" >&2; exit 1; }
+inputs=("$FILE")
+beam_train=""
+beam_val=""
+if [ -n "${BEAM:-}" ]; then
+  mapfile -t beam_ids < <(scripts/beam-conversations.sh "$BEAM")
+  [ "${#beam_ids[@]}" -ge 4 ] || { echo "$BEAM: needs at least 4 BEAM conversations, found ${#beam_ids[@]}" >&2; exit 1; }
+  for ((i = 0; i < ${#beam_ids[@]}; i++)); do
+    if ((4 * i < 3 * ${#beam_ids[@]})); then beam_train+=",${beam_ids[$i]}"; else beam_val+=",${beam_ids[$i]}"; fi
+  done
+  inputs+=("$BEAM")
+fi
 mkdir -p "$OUT"
 read -r -a ids <<<"$(python3 -c 'import json,sys; print(" ".join(s["sample_id"] for s in json.load(open(sys.argv[1]))))' "$FILE")"
 n=${#ids[@]}
@@ -29,6 +43,7 @@ n=${#ids[@]}
   echo "binary: $BIN"
   echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs) x $(nproc)"
   echo "train flags: ${TRAIN_FLAGS:-}"
+  echo "beam: ${BEAM:-none}${BEAM:+ (train ${beam_train#,}; validate ${beam_val#,})}"
 } >"$OUT/SETUP.txt"
 IFS=, read -r -a sets <<<"$SETS"
 for set in "${sets[@]}"; do
@@ -41,8 +56,8 @@ for set in "${sets[@]}"; do
     mkdir -p "$dir"
     echo "== $set: hold out $test, validate on $val, train on ${train[*]}" >&2
     # shellcheck disable=SC2086
-    "$BIN" --store "$STORE" -q train-gnn --train "$FILE" --val "$FILE" \
-      --train-conversations "$(IFS=,; echo "${train[*]}")" --val-conversations "$val" \
+    "$BIN" --store "$STORE" -q train-gnn --train "${inputs[@]}" --val "${inputs[@]}" \
+      --train-conversations "$(IFS=,; echo "${train[*]}")$beam_train" --val-conversations "$val$beam_val" \
       --features "$set" --out "$dir/relevance.safetensors" ${TRAIN_FLAGS:-} >"$dir/train.txt" 2>"$dir/train.log"
     "$BIN" --store "$STORE" -q eval locomo "$FILE" --conversations "$test" --modes synapse,synapse-gnn \
       --gnn-weights "$dir/relevance.safetensors" --backend cpu --json "$dir/eval.json" >"$dir/eval.txt" 2>"$dir/eval.log"

@@ -163,7 +163,8 @@ mod tests {
         assert_eq!(beam.retrieve.lexical_weight, 0.3);
         assert_eq!((beam.retrieve.lambda_similarity, beam.retrieve.lambda_activation), (0.8, 0.2));
         assert_eq!(beam.retrieve.max_context_tokens, Some(3000));
-        assert_eq!(beam.retrieve.mode, crate::retrieve::Mode::Synapse);
+        assert_eq!(beam.retrieve.mode, crate::retrieve::Mode::SynapseGnn);
+        assert_eq!(beam.retrieve.gnn.model, crate::gnn::Shipped::LocomoBeam);
         let mut back = beam.clone();
         back.retrieve = Config::default().retrieve;
         assert_eq!(back, Config::default());

@@ -15,4 +15,4 @@ pub mod relevance;
 pub mod train;
 
 pub use features::{Candidate, Candidates, FeatureSet};
-pub use relevance::Relevance;
+pub use relevance::{Relevance, Shipped};

@@ -174,7 +174,7 @@ mod tests {
 
     #[test]
     fn the_shipped_model_packs_and_refuses_bad_input() {
-        let shipped = crate::gnn::Relevance::shipped().unwrap();
+        let shipped = crate::gnn::Relevance::shipped(crate::gnn::Shipped::Locomo).unwrap();
         let input = shipped.card.shape.input;
         let packed = shipped.packed();
         assert!(packed.relevance(&vec![0.5; input + 1], &[]).is_err());

@@ -18,12 +18,49 @@ use crate::error::{Error, Result};
 /// Version of the card format.
 pub const CARD_FORMAT: u32 = 1;
 
-/// The weights that ship with the project (`models/gnn/`), compiled into the library so they
-/// load wherever it runs.
-const SHIPPED_WEIGHTS: &[u8] = include_bytes!("../../models/gnn/relevance.safetensors");
-const SHIPPED_CARD: &str = include_str!("../../models/gnn/relevance.json");
-/// What the shipped model is called in messages and reports.
-pub const SHIPPED_NAME: &str = "models/gnn/relevance.safetensors (built in)";
+/// A model that ships with the project (`models/gnn/<name>.safetensors` and its card
+/// `<name>.json`), compiled into the library so it loads wherever it runs. The names are the
+/// values of `retrieve.gnn.model` and `--gnn-model`: the data each was trained on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Shipped {
+    /// Trained on LoCoMo's conversations alone: the best on chat between people.
+    Locomo,
+    /// Trained on LoCoMo's and BEAM's: the model of `config/beam.toml`, for long assistant
+    /// histories.
+    LocomoBeam,
+}
+
+impl Shipped {
+    /// Every shipped model.
+    pub const ALL: [Shipped; 2] = [Shipped::Locomo, Shipped::LocomoBeam];
+
+    /// The name of the model in config files, flags and file names.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Shipped::Locomo => "locomo",
+            Shipped::LocomoBeam => "locomo-beam",
+        }
+    }
+
+    /// What the model is called in messages and reports.
+    pub fn source(self) -> String {
+        format!("models/gnn/{}.safetensors (built in)", self.as_str())
+    }
+
+    /// The compiled-in weights and card.
+    fn files(self) -> (&'static [u8], &'static str) {
+        match self {
+            Shipped::Locomo => {
+                (include_bytes!("../../models/gnn/locomo.safetensors"), include_str!("../../models/gnn/locomo.json"))
+            }
+            Shipped::LocomoBeam => (
+                include_bytes!("../../models/gnn/locomo-beam.safetensors"),
+                include_str!("../../models/gnn/locomo-beam.json"),
+            ),
+        }
+    }
+}
 
 /// What a weights file is: the features it takes, its shape, the weight it was validated
 /// with, and how it was trained. Written beside the weights as `<name>.json`.
@@ -81,7 +118,7 @@ pub fn card_path(weights: &Path) -> PathBuf {
 
 /// A loaded model.
 pub struct Relevance {
-    /// Where it came from (a path, or [`SHIPPED_NAME`]).
+    /// Where it came from (a path, or [`Shipped::source`]).
     pub source: String,
     /// Its card.
     pub card: Card,
@@ -97,20 +134,23 @@ impl std::fmt::Debug for Relevance {
 }
 
 impl Relevance {
-    /// The model that ships with the project (loaded once per process).
-    pub fn shipped() -> Result<Arc<Relevance>> {
-        static SHIPPED: OnceLock<std::result::Result<Arc<Relevance>, String>> = OnceLock::new();
-        SHIPPED
+    /// A model that ships with the project (each loaded once per process).
+    pub fn shipped(model: Shipped) -> Result<Arc<Relevance>> {
+        type Loaded = OnceLock<std::result::Result<Arc<Relevance>, String>>;
+        static LOADED: [Loaded; Shipped::ALL.len()] = [const { OnceLock::new() }; Shipped::ALL.len()];
+        LOADED[model as usize]
             .get_or_init(|| {
+                let source = model.source();
+                let (bytes, card) = model.files();
                 let load = || -> Result<Relevance> {
-                    let card: Card = serde_json::from_str(SHIPPED_CARD)
-                        .map_err(|e| Error::Model(format!("{SHIPPED_NAME}: card: {e}")))?;
-                    card.check(SHIPPED_NAME)?;
-                    let tensors = candle_core::safetensors::load_buffer(SHIPPED_WEIGHTS, &Device::Cpu)
-                        .map_err(|e| Error::Model(format!("{SHIPPED_NAME}: {e}")))?;
-                    let weights = Weights::from_tensors(tensors, card.shape, &Device::Cpu, SHIPPED_NAME)?;
+                    let card: Card =
+                        serde_json::from_str(card).map_err(|e| Error::Model(format!("{source}: card: {e}")))?;
+                    card.check(&source)?;
+                    let tensors = candle_core::safetensors::load_buffer(bytes, &Device::Cpu)
+                        .map_err(|e| Error::Model(format!("{source}: {e}")))?;
+                    let weights = Weights::from_tensors(tensors, card.shape, &Device::Cpu, &source)?;
                     let packed = Packed::new(&weights)?;
-                    Ok(Relevance { source: SHIPPED_NAME.to_string(), card, weights, packed })
+                    Ok(Relevance { source: source.clone(), card, weights, packed })
                 };
                 load().map(Arc::new).map_err(|e| e.to_string())
             })
@@ -133,11 +173,12 @@ impl Relevance {
         Ok(Relevance { source, card, weights, packed })
     }
 
-    /// The model given in the settings: a file, or the shipped one.
-    pub fn for_config(weights: Option<&Path>) -> Result<Arc<Relevance>> {
+    /// The model given in the settings: a weights file when one is set, else the shipped
+    /// `model`.
+    pub fn for_config(weights: Option<&Path>, model: Shipped) -> Result<Arc<Relevance>> {
         match weights {
             Some(path) => Relevance::load(path).map(Arc::new),
-            None => Relevance::shipped(),
+            None => Relevance::shipped(model),
         }
     }
 
@@ -176,23 +217,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_shipped_model_loads_and_its_card_matches_this_build() {
-        let r = Relevance::shipped().expect("shipped GNN weights");
-        assert_eq!(r.card.shape.input, r.card.features.width(EMBEDDING_DIM));
-        assert!(r.card.weight > 0.0);
-        // Trained and validated on disjoint conversations.
-        let t = &r.card.training;
-        assert!(!t.train.conversations.is_empty() && !t.val.conversations.is_empty());
-        assert!(t.train.conversations.iter().all(|c| !t.val.conversations.contains(c)));
+    fn every_shipped_model_loads_and_its_card_matches_this_build() {
+        for model in Shipped::ALL {
+            let r = Relevance::shipped(model).expect("shipped GNN weights");
+            assert_eq!(r.source, format!("models/gnn/{}.safetensors (built in)", model.as_str()));
+            assert_eq!(r.card.shape.input, r.card.features.width(EMBEDDING_DIM));
+            assert!(r.card.weight > 0.0);
+            // Trained and validated on disjoint conversations.
+            let t = &r.card.training;
+            assert!(!t.train.conversations.is_empty() && !t.val.conversations.is_empty());
+            assert!(t.train.conversations.iter().all(|c| !t.val.conversations.contains(c)));
+            // The name says what it learned from.
+            let beam = t.train.conversations.iter().any(|c| c.starts_with("beam-"));
+            assert_eq!(beam, model == Shipped::LocomoBeam, "{}", model.as_str());
+            assert!(t.train.conversations.iter().any(|c| c.starts_with("conv-")), "{}", model.as_str());
+            // The config name is the serde name.
+            assert_eq!(serde_json::to_value(model).unwrap(), model.as_str());
+        }
     }
 
     #[test]
     fn a_card_for_other_features_is_refused() {
-        let mut card = Relevance::shipped().expect("shipped").card.clone();
+        let mut card = Relevance::shipped(Shipped::Locomo).expect("shipped").card.clone();
         card.feature_names.swap(2, 3);
         let err = card.check("x.json").unwrap_err().to_string();
         assert!(err.contains("x.json") && err.contains("first difference at input 2"), "{err}");
-        let mut card = Relevance::shipped().expect("shipped").card.clone();
+        let mut card = Relevance::shipped(Shipped::Locomo).expect("shipped").card.clone();
         card.format = 7;
         assert!(card.check("x.json").unwrap_err().to_string().contains("card format 7"));
     }

@@ -9,6 +9,7 @@ use super::bm25;
 use super::index::IndexConfig;
 use crate::activation::ActivationConfig;
 use crate::error::{Error, Result};
+use crate::gnn::Shipped;
 use crate::gpu::layout::MAX_LIST;
 use crate::gpu::ranker::RankSettings;
 
@@ -219,8 +220,12 @@ pub struct RetrieveConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct GnnConfig {
-    /// Weights file, its card beside it as `<name>.json` (default: the model that ships with
-    /// Myelin, `models/gnn/relevance.safetensors`, built into the library).
+    /// The shipped model (built into the library): `locomo` (default), trained on LoCoMo's
+    /// conversations, or `locomo-beam`, trained on LoCoMo's and BEAM's (the model of
+    /// `config/beam.toml`). Unused when `weights` is set.
+    pub model: Shipped,
+    /// Weights file, its card beside it as `<name>.json`, in place of the shipped `model`
+    /// (default: unset).
     pub weights: Option<PathBuf>,
     /// Weight of the learned relevance in the score, λ4 (default: the weight the model's card
     /// chose on its validation split).
@@ -244,7 +249,7 @@ pub struct GnnConfig {
 
 impl Default for GnnConfig {
     fn default() -> Self {
-        GnnConfig { weights: None, weight: None, cold_start_episodes: 100, pool: 60 }
+        GnnConfig { model: Shipped::Locomo, weights: None, weight: None, cold_start_episodes: 100, pool: 60 }
     }
 }
 

@@ -4,12 +4,12 @@
 use super::*;
 
 impl Memory {
-    /// The model behind `synapse-gnn`: the settings' weights file, or the shipped model.
+    /// The model behind `synapse-gnn`: the settings' weights file, or their shipped model.
     /// Loaded on first use; a missing or mismatched file is an error, on every call.
     pub fn relevance(&self) -> Result<&Arc<Relevance>> {
         self.relevance
             .get_or_init(|| {
-                Relevance::for_config(self.config.gnn.weights.as_deref()).map_err(|e| match e {
+                Relevance::for_config(self.config.gnn.weights.as_deref(), self.config.gnn.model).map_err(|e| match e {
                     Error::Model(m) => m,
                     other => other.to_string(),
                 })

@@ -99,6 +99,38 @@ fn train_gnn_writes_a_card_whose_figures_eval_reproduces() {
     assert_eq!(z["modes"]["synapse-gnn"]["groups"], z["modes"]["synapse"]["groups"]);
     assert_eq!(z["gnn"]["weight"].as_f64(), Some(0.0));
 
+    // The shipped models go by name: the BEAM profile ranks with the one trained on LoCoMo and
+    // BEAM, `--gnn-model` overrides it, and each names the conversations it saw.
+    let shipped = dir.path().join("shipped.json");
+    let shipped_arg = shipped.to_str().unwrap();
+    let profile = [
+        "eval",
+        "locomo",
+        file,
+        "--conversations",
+        "conv-44",
+        "--modes",
+        "synapse-gnn",
+        "--config",
+        "config/beam.toml",
+    ];
+    for (extra, model) in [(None, "locomo-beam"), (Some("locomo"), "locomo")] {
+        let mut args = profile.to_vec();
+        args.extend(["--json", shipped_arg]);
+        if let Some(name) = extra {
+            args.extend(["--gnn-model", name]);
+        }
+        let out = crate::common::myelin(&store, &args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("trained or validated on conv-44"));
+        let r = read_json(&shipped);
+        assert_eq!(r["gnn"]["weights"], format!("models/gnn/{model}.safetensors (built in)"), "{}", r["gnn"]);
+        assert_eq!(r["gnn"]["seen"], serde_json::json!(["conv-44"]));
+        assert!(r["modes"]["synapse-gnn"]["groups"]["1-4"]["recall@10"].as_f64().unwrap() > 0.5, "{}", r["gnn"]);
+    }
+    let err = fails(&store, &["query", "--conversation", "conv-44", "--gnn-model", "beam", "When?"]);
+    assert!(err.contains("--gnn-model") && err.contains("locomo-beam"), "{err}");
+
     // A conversation in both splits, weights without a card, and a card for other features
     // are errors that say so.
     let mut both = train;

@@ -148,6 +148,11 @@ mod tests {
         assert!(help("serve", "max_batch").ends_with(&format!("[default: {}]", config.serve.max_batch)));
         // Unset by default, and a switch: no default shown.
         assert!(help("query", "gnn_weights").ends_with("[retrieve.gnn.weights]"));
+        assert!(
+            help("query", "gnn_model").ends_with("[retrieve.gnn.model] [default: locomo]"),
+            "{}",
+            help("query", "gnn_model")
+        );
         assert!(help("query", "no_index").ends_with("[retrieve.index.enabled = false]"));
     }
 

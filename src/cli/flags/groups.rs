@@ -9,8 +9,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 use myelin::config::Config;
-use myelin::gnn::FeatureSet;
 use myelin::gnn::train::TrainOptions;
+use myelin::gnn::{FeatureSet, Shipped};
 use myelin::gpu::Backend;
 use myelin::retrieve::{Gate, Mode};
 
@@ -216,8 +216,12 @@ pub struct RetrieveFlags {
     /// Smallest largest-graph size at which auto takes the GPU [gpu.min_nodes].
     #[arg(long)]
     pub gpu_min_nodes: Option<usize>,
-    /// Weights of the learned relevance of synapse-gnn, card beside them as .json; unset: the
-    /// shipped model [retrieve.gnn.weights].
+    /// Shipped model of the learned relevance of synapse-gnn: locomo (trained on LoCoMo) or
+    /// locomo-beam (on LoCoMo and BEAM) [retrieve.gnn.model].
+    #[arg(long, value_enum)]
+    pub gnn_model: Option<Shipped>,
+    /// Weights of the learned relevance of synapse-gnn, card beside them as .json, in place of
+    /// the shipped model [retrieve.gnn.weights].
     #[arg(long)]
     pub gnn_weights: Option<PathBuf>,
     /// Weight λ4 of the learned relevance; unset: the model card's [retrieve.gnn.weight].
@@ -246,7 +250,7 @@ impl RetrieveFlags {
         set!(mode => r.mode, gate => r.gate, top_k => r.top_k, anchor_k => r.anchor_k, alpha => r.alpha, lexical_weight => r.lexical_weight, gate_threshold => r.gate_threshold,
              concepts_in_results => r.concepts_in_results, concept_anchors => r.concept_anchors, passage_discount => r.passage_discount, speaker_check => r.speaker_check, steps => a.steps, spreading => a.spreading,
              decay => a.decay, top_m => a.inhibition_top_m, beta => a.inhibition_beta, gamma => a.sigmoid_gamma,
-             theta => a.sigmoid_theta, rho => a.rho, gnn_pool => r.gnn.pool);
+             theta => a.sigmoid_theta, rho => a.rho, gnn_pool => r.gnn.pool, gnn_model => r.gnn.model);
         if let Some(b) = self.backend {
             config.gpu.backend = b;
         }
