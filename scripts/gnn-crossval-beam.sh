@@ -65,6 +65,7 @@ python3 - "$OUT" <<'EOF' | tee "$OUT/summary.txt"
 import json, sys, pathlib
 out = pathlib.Path(sys.argv[1])
 modes = ("synapse", "synapse-gnn")
+metrics = ("recall@10", "recall@30", "recall_handed")
 summary = {}
 print("recall@10 on held-out BEAM conversations (each question answered by a model that never saw its conversation)")
 print(f"{'settings':<9} {'fold':<7} {'n':>5} {'synapse':>8} {'gnn':>8} {'delta':>7}")
@@ -78,7 +79,7 @@ for profile in ("defaults", "beam"):
                 a = pooled.setdefault(g, {"n": 0})
                 if m == "synapse":
                     a["n"] += v["n"]
-                for metric in ("recall@10", "recall@30", "recall_handed"):
+                for metric in metrics:
                     a[m, metric] = a.get((m, metric), 0.0) + v[metric] * v["n"]
         # Group 1-4: every question with evidence (abstention has none).
         g = {m: r["modes"][m]["groups"]["1-4"] for m in modes}
@@ -86,7 +87,7 @@ for profile in ("defaults", "beam"):
         s, n = folds[f.parent.name], g["synapse"]["n"]
         print(f"{profile:<9} {f.parent.name:<7} {n:>5} {100*s['synapse']:>8.1f} {100*s['synapse-gnn']:>8.1f} "
               f"{100*(s['synapse-gnn']-s['synapse']):>+7.1f}")
-    groups = {g: {"n": a["n"]} | {f"{m} {metric}": a[m, metric] / a["n"] for m in modes for metric in ("recall@10", "recall@30", "recall_handed")}
+    groups = {g: {"n": a["n"]} | {f"{m} {metric}": a[m, metric] / a["n"] for m in modes for metric in metrics}
               for g, a in pooled.items() if a["n"]}
     a = groups["1-4"]
     print(f"{profile:<9} {'all':<7} {a['n']:>5} {100*a['synapse recall@10']:>8.1f} {100*a['synapse-gnn recall@10']:>8.1f} "
