@@ -9,6 +9,7 @@ Each conversation is scored by a model fitted on the others (scikit-learn, featu
 standardised on the training side). The threshold for "rejected at <=3% refused" is the 3rd
 percentile of the pooled held-out confidences of answerable questions: not nested, so every row
 is a little optimistic against train-gate's table, and the rows compare among themselves only.
+scripts/gate-word-probes.py reuses `load`, `held_out` and `row`.
 """
 import json
 import sys
@@ -19,14 +20,19 @@ from sklearn.metrics import roc_auc_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import PolynomialFeatures, SplineTransformer, StandardScaler
 
-rows = [json.loads(line) for line in open(sys.argv[1])]
-X = np.array([r["features"] for r in rows], dtype=float)
-y = np.array([r["answerable"] for r in rows], dtype=int)
-conv = np.array([r["conversation"] for r in rows])
-dataset = np.array([r["dataset"] for r in rows])
+
+def load(path):
+    """The examples of `train-gate --examples`: rows, features, labels, conversations, data sets."""
+    rows = [json.loads(line) for line in open(path)]
+    X = np.array([r["features"] for r in rows], dtype=float)
+    y = np.array([r["answerable"] for r in rows], dtype=int)
+    conv = np.array([r["conversation"] for r in rows])
+    dataset = np.array([r["dataset"] for r in rows])
+    return rows, X, y, conv, dataset
 
 
-def held_out(expand, C, same_dataset=False):
+def held_out(X, y, conv, dataset, expand, C, same_dataset=False):
+    """Each conversation's confidences from a model fitted on the other conversations."""
     p = np.zeros(len(y))
     for c in np.unique(conv):
         test = conv == c
@@ -37,10 +43,14 @@ def held_out(expand, C, same_dataset=False):
     return p
 
 
-def row(name, p):
+def row(name, p, y, dataset):
+    """One table line: per data set, ROC AUC and % rejected at the pooled 3% threshold."""
     cells = [f"{name:<48}"]
     for d in ("locomo", "beam"):
         s = dataset == d
+        if not s.any():
+            cells.append(f"{'-':>6} {'-':>6}")
+            continue
         answerable = np.sort(p[s & (y == 1)])
         threshold = answerable[int(np.floor(0.03 * len(answerable)))]
         rejected = np.mean(p[s & (y == 0)] < threshold)
@@ -48,12 +58,18 @@ def row(name, p):
     print(" ".join(cells), flush=True)
 
 
-print(f"{'model (held out by conversation)':<48} {'LoCoMo AUC, rej@3%':>13}  {'BEAM AUC, rej@3%':>13}")
-row("logistic (the shipped form), C=1", held_out(lambda: [], 1.0))
-row("logistic, one model per data set, C=1", held_out(lambda: [], 1.0, same_dataset=True))
-for C in (0.01, 0.03):
-    row(f"logistic on pairwise products, C={C}",
-        held_out(lambda: [PolynomialFeatures(2, include_bias=False)], C))
-for C in (0.03, 0.1):
-    row(f"logistic on splines (4 knots, degree 2), C={C}",
-        held_out(lambda: [StandardScaler(), SplineTransformer(n_knots=4, degree=2, extrapolation="constant")], C))
+HEADER = f"{'model (held out by conversation)':<48} {'LoCoMo AUC, rej@3%':>13}  {'BEAM AUC, rej@3%':>13}"
+
+if __name__ == "__main__":
+    _, X, y, conv, dataset = load(sys.argv[1])
+    data = (X, y, conv, dataset)
+    print(HEADER)
+    row("logistic (the shipped form), C=1", held_out(*data, lambda: [], 1.0), y, dataset)
+    row("logistic, one model per data set, C=1", held_out(*data, lambda: [], 1.0, same_dataset=True), y, dataset)
+    for C in (0.01, 0.03):
+        row(f"logistic on pairwise products, C={C}",
+            held_out(*data, lambda: [PolynomialFeatures(2, include_bias=False)], C), y, dataset)
+    for C in (0.03, 0.1):
+        row(f"logistic on splines (4 knots, degree 2), C={C}",
+            held_out(*data, lambda: [StandardScaler(), SplineTransformer(n_knots=4, degree=2, extrapolation="constant")], C),
+            y, dataset)
