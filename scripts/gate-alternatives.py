@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Other model classes over the learned gate's features, held out by conversation, beside the
-shipped form (a logistic regression), for docs/results.md ("The learned gate", what did not help).
+shipped form (a logistic regression), for docs/log.md ("Other model classes for the gate
+(2026-12-04)").
 
     myelin train-gate LOCOMO_FILE BEAM_DIR --examples EXAMPLES.jsonl
     python3 scripts/gate-alternatives.py EXAMPLES.jsonl      # needs numpy and scikit-learn

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Two probes of the question's words against the turns closest to it, added to the learned
-gate's features, held out by conversation, for docs/results.md ("The learned gate", what did
-not help). Both ask MiniLM whether one word of the question is foreign to the turn that matches
+gate's features, held out by conversation, for docs/log.md ("The gate's word probes
+(2026-12-04)"). Both ask MiniLM whether one word of the question is foreign to the turn that matches
 the rest (an adversarial question swaps a word of a true fact: "cats" for the dogs it was):
 
 - drop: the question embedded with each content word left out in turn; how much closer the

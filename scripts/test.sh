@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Runs every test: sets the machine up (scripts/setup.sh), then one cargo build and test run.
-# The build is the one `cargo run -- demo` makes (the dev profile, whose embedding path is
-# optimised: see Cargo.toml), in cargo's target directory or $CARGO_TARGET_DIR (CI keeps one
-# outside the clone).
+# Runs every test: sets the machine up (scripts/setup.sh), then one cargo build and test run,
+# with the `testing` feature (fault points and GPU test hooks; the integration tests need it).
+# The dependencies are the ones `cargo run -- demo` builds (the dev profile, whose embedding
+# path is optimised: see Cargo.toml), in cargo's target directory or $CARGO_TARGET_DIR (CI
+# keeps one outside the clone); only Myelin itself is compiled again for the feature.
 # Tests that need the public data sets read $MYELIN_DATASETS (default: ../shared/datasets
 # when it exists); without it they say they are skipped. Tests of Python clients run
 # $MYELIN_PYTHON (default: the environment scripts/python-clients.sh makes).
@@ -18,4 +19,4 @@ if [ -z "${MYELIN_PYTHON:-}" ]; then
   export MYELIN_PYTHON
 fi
 export PROPTEST_CASES="${PROPTEST_CASES:-64}"
-cargo test --locked --no-fail-fast "$@"
+cargo test --locked --no-fail-fast --features testing "$@"

@@ -7,6 +7,8 @@
 //! store's conversations into a workload, [`suite`] runs the whole benchmark around the loops.
 //! The serving API's benchmarks live beside it: [`load`] (the client of `myelin load`) and
 //! [`growth`] (`myelin write-bench`); so does [`embed`] (`myelin embed-bench`).
+//! The workloads (synthetic, skeletons) are built in `workload.rs`; the unit tests are in
+//! `tests.rs`.
 //! Must not print: the binary prints tables and writes files.
 
 pub mod embed;
@@ -14,229 +16,19 @@ pub mod growth;
 pub mod load;
 pub mod real;
 pub mod suite;
+mod workload;
 
 use std::time::Instant;
 
-use rand::rngs::StdRng;
-use rand::{RngExt, SeedableRng};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use crate::embed::EMBEDDING_DIM;
 use crate::error::{Error, Result};
 use crate::eval::percentile;
 use crate::gpu::Gpu;
 use crate::gpu::ranker::{RankQuery, Stage};
-use crate::graph::synthetic::{self, Shape};
-use crate::graph::{Graph, NodeRef};
-use crate::retrieve::bm25::Analyzer;
 use crate::retrieve::engine::{Engine, rank_query};
-use crate::retrieve::{Memory, Mode, Query, Retrieval, RetrieveConfig};
-use crate::store::Episode;
-
-/// Words of the synthetic vocabulary.
-const VOCABULARY: usize = 5000;
-
-/// A memory to benchmark and the queries to run on it.
-pub struct Workload {
-    /// Name in reports ("synthetic-100000", "locomo (10 graphs)").
-    pub name: String,
-    /// The memories (one graph each).
-    pub memories: Vec<Memory>,
-    /// (memory, query).
-    pub queries: Vec<(usize, Query)>,
-}
-
-impl Workload {
-    /// A GPU engine over its memories (uploads them).
-    pub fn on_gpu(&self, gpu: &Gpu) -> Result<Engine> {
-        Engine::on_gpu(self.memories.clone(), gpu.clone(), "bench".into())
-    }
-
-    /// Nodes of the largest graph.
-    pub fn nodes(&self) -> usize {
-        self.memories.iter().map(|m| m.graph().node_count()).max().unwrap_or(0)
-    }
-
-    /// Edges in all graphs.
-    pub fn edges(&self) -> usize {
-        self.memories.iter().map(|m| m.graph().edges.len()).sum()
-    }
-}
-
-fn word(rng: &mut StdRng) -> String {
-    // Zipf-like: low indices are common words, high ones rare.
-    let u: f64 = rng.random_range(0.0..1.0);
-    let k = ((VOCABULARY as f64).powf(u) as usize).min(VOCABULARY - 1);
-    let mut s = String::from("w");
-    let mut x = k;
-    loop {
-        s.push((b'a' + (x % 26) as u8) as char);
-        x /= 26;
-        if x == 0 {
-            break;
-        }
-    }
-    s
-}
-
-/// A synthetic memory of `nodes` nodes (see `graph::synthetic`) with `queries` queries near
-/// random episodes (see `queries_near`).
-pub fn synthetic(nodes: usize, queries: usize, seed: u64, config: &RetrieveConfig) -> Result<Workload> {
-    let (graph, embeddings) = synthetic::graph(&Shape::like_locomo(nodes, seed));
-    let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
-    let name = format!("synthetic-{nodes}");
-    let memory = dress(&name, graph, &embeddings, None, &mut rng, config)?;
-    let queries = queries_near(&[&memory], queries, &mut rng)?;
-    Ok(Workload { name, memories: vec![memory], queries })
-}
-
-/// One memory graph of a store without its text and embeddings: what the ranking step's cost
-/// depends on (nodes, edges and their weights, which passages make one turn), small enough to
-/// travel where the store cannot (`myelin bench --save-skeletons`, then `--skeleton`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SkeletonGraph {
-    /// The conversation.
-    pub conversation: String,
-    /// Per episode, its turn id (passages of one turn are `<turn>#<k>`).
-    pub turn_ids: Vec<String>,
-    /// The graph, its concepts' labels and embeddings left out.
-    pub graph: Graph,
-}
-
-impl SkeletonGraph {
-    /// The skeleton of a memory.
-    pub fn of(memory: &Memory) -> SkeletonGraph {
-        let mut graph = memory.graph().clone();
-        for c in &mut graph.concepts {
-            c.label.clear();
-            c.embedding = Vec::new();
-        }
-        SkeletonGraph {
-            conversation: memory.conversation().to_string(),
-            turn_ids: memory.episodes().iter().map(|e| e.turn_id.clone()).collect(),
-            graph,
-        }
-    }
-}
-
-/// The skeletons of one store's memories, benchmarked as one workload as the store would be.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Skeleton {
-    /// Where it came from (the store's folder name).
-    pub name: String,
-    /// Its graphs.
-    pub graphs: Vec<SkeletonGraph>,
-}
-
-/// A workload with the graphs of a skeleton and, in place of what it left out, what
-/// [`synthetic()`] makes: random unit embeddings, Zipf words, `queries` queries near random
-/// episodes of random graphs. Its ranking cost is the real graphs' (same nodes, edges, weights
-/// and turns); its results mean nothing.
-pub fn from_skeleton(skeleton: Skeleton, queries: usize, seed: u64, config: &RetrieveConfig) -> Result<Workload> {
-    let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
-    let mut memories = Vec::with_capacity(skeleton.graphs.len());
-    for g in skeleton.graphs {
-        let embeddings = synthetic::unit_embeddings(g.graph.node_count(), &mut rng);
-        let name = format!("{}/{}", skeleton.name, g.conversation);
-        memories.push(dress(&name, g.graph, &embeddings, Some(&g.turn_ids), &mut rng, config)?);
-    }
-    if memories.is_empty() {
-        return Err(Error::InvalidArgument(format!("skeleton '{}' has no graph", skeleton.name)));
-    }
-    let queries = queries_near(&memories.iter().collect::<Vec<_>>(), queries, &mut rng)?;
-    let name = format!("skeleton {} ({} graphs)", skeleton.name, memories.len());
-    Ok(Workload { name, memories, queries })
-}
-
-/// A memory over `graph` with the given node embeddings, every concept a label of two Zipf
-/// words, every episode twelve (its turn id from `turn_ids` when given, else one turn each).
-fn dress(
-    name: &str,
-    mut graph: Graph,
-    embeddings: &[f32],
-    turn_ids: Option<&[String]>,
-    rng: &mut StdRng,
-    config: &RetrieveConfig,
-) -> Result<Memory> {
-    graph.check(name, graph.episode_count())?;
-    if embeddings.len() != graph.node_count() * EMBEDDING_DIM {
-        return Err(Error::InvalidArgument(format!(
-            "{name}: {} embedding values for {} nodes",
-            embeddings.len(),
-            graph.node_count()
-        )));
-    }
-    if let Some(t) = turn_ids
-        && t.len() != graph.episode_count()
-    {
-        return Err(Error::InvalidArgument(format!(
-            "{name}: {} turn ids for {} episodes",
-            t.len(),
-            graph.episode_count()
-        )));
-    }
-    let vector = |id: usize| embeddings[id * EMBEDDING_DIM..(id + 1) * EMBEDDING_DIM].to_vec();
-    for (id, node) in graph.nodes.iter().enumerate() {
-        if let NodeRef::Concept(c) = *node {
-            graph.concepts[c as usize].embedding = vector(id);
-        }
-    }
-    for c in graph.concepts.iter_mut() {
-        c.label = format!("{} {}", word(rng), word(rng));
-    }
-    let mut episodes: Vec<Option<Episode>> = vec![None; graph.episode_count()];
-    for (id, node) in graph.nodes.iter().enumerate() {
-        if let NodeRef::Episode(e) = *node {
-            let words: Vec<String> = (0..12).map(|_| word(rng)).collect();
-            let turn_id = turn_ids.map_or_else(|| format!("D{}:{}", e / 20 + 1, e % 20 + 1), |t| t[e as usize].clone());
-            episodes[e as usize] = Some(Episode {
-                conversation: name.to_string(),
-                session: e / 20,
-                turn_id,
-                position: e,
-                speaker: if e % 2 == 0 { "Ann".into() } else { "Ben".into() },
-                text: words.join(" "),
-                image_caption: None,
-                timestamp: None,
-                embedding: vector(id),
-                metadata: None,
-            });
-        }
-    }
-    // `Graph::check` (in `Memory::new`) refuses graphs whose episode indices are not 0..n.
-    let episodes = episodes.into_iter().flatten().collect();
-    Memory::new(name, episodes, graph, config.clone())
-}
-
-/// `count` queries, each near a random episode of a random memory: its embedding the
-/// episode's plus noise, its text two of the episode's words and one random word.
-fn queries_near(memories: &[&Memory], count: usize, rng: &mut StdRng) -> Result<Vec<(usize, Query)>> {
-    let mut analyzer = Analyzer::new()?;
-    let mut out = Vec::with_capacity(count);
-    if memories.iter().all(|m| m.episodes().is_empty()) {
-        return Ok(out);
-    }
-    while out.len() < count {
-        let m = if memories.len() > 1 { rng.random_range(0..memories.len()) } else { 0 };
-        let episodes = memories[m].episodes();
-        if episodes.is_empty() {
-            continue;
-        }
-        let e = &episodes[rng.random_range(0..episodes.len())];
-        let words: Vec<&str> = e.text.split(' ').collect();
-        let text = format!(
-            "{} {} {}",
-            words[rng.random_range(0..words.len())],
-            words[rng.random_range(0..words.len())],
-            word(rng)
-        );
-        let mut v: Vec<f32> = e.embedding.iter().map(|x| x + rng.random_range(-0.05..0.05f32)).collect();
-        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-        v.iter_mut().for_each(|x| *x /= norm);
-        out.push((m, Query::new(&mut analyzer, &text, v)?));
-    }
-    Ok(out)
-}
+use crate::retrieve::{GpuBridge, Memory, Mode, Query, Retrieval};
+pub use workload::{Skeleton, SkeletonGraph, Workload, from_skeleton, synthetic};
 
 /// One (workload, batch size) measurement.
 #[derive(Debug, Clone, Serialize)]
@@ -603,11 +395,13 @@ pub fn kernels(
     reps: usize,
     copy_gb_s: Option<f64>,
 ) -> Result<Vec<KernelRow>> {
-    let Some(settings) = w.memories.first().and_then(|m| m.rank_settings(Mode::Synapse)) else { return Ok(Vec::new()) };
+    let Some(settings) = w.memories.first().and_then(|m| m.config().rank_settings(Mode::Synapse)) else {
+        return Ok(Vec::new());
+    };
     let lexical: Vec<_> = (0..batch)
         .map(|i| {
             let (m, q) = &w.queries[i % w.queries.len()];
-            w.memories[*m].lexical(q)
+            GpuBridge::of(&w.memories[*m]).lexical(q)
         })
         .collect();
     let queries: Vec<RankQuery> = (0..batch)
@@ -662,108 +456,6 @@ pub fn percentiles(samples: &[f64]) -> (f64, f64) {
     let mut s = samples.to_vec();
     s.sort_by(f64::total_cmp);
     (percentile(&s, 0.5), percentile(&s, 0.99))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn synthetic_workloads_run_and_the_cpu_agrees_with_itself() {
-        let w = synthetic(600, 8, 1, &RetrieveConfig::default()).unwrap();
-        assert_eq!(w.nodes(), 600);
-        assert_eq!(w.queries.len(), 8);
-        let settings = Settings { batches: vec![1, 8], repeat: 1, cpu_queries: 8, mode: Mode::Synapse };
-        let gpu = crate::gpu::test_gpu().map(|g| w.on_gpu(&g).unwrap());
-        let rows = run(&w, gpu.as_ref(), &settings).unwrap();
-        assert_eq!(rows.len(), 2);
-        for r in &rows {
-            assert!(r.cpu_ms > 0.0);
-            if let Some(identical) = r.identical {
-                assert_eq!(identical, r.compared, "batch {}: GPU and CPU differ", r.batch);
-            }
-        }
-        // Queries near an episode find it: lexical and dense evidence point at it.
-        let memory = &w.memories[0];
-        let found = w
-            .queries
-            .iter()
-            .filter(|(_, q)| memory.retrieve(q, Mode::Synapse).is_ok_and(|r| !r.hits.is_empty()))
-            .count();
-        assert_eq!(found, 8);
-    }
-
-    #[test]
-    fn goals_give_the_growth_from_the_smallest_skeleton_to_the_largest() {
-        let row = |graph: &str, nodes: usize, batch: usize, cpu_ms: f64, gpu_ms: f64| Row {
-            graph: graph.into(),
-            graphs: 1,
-            nodes,
-            edges: 5 * nodes,
-            batch,
-            cpu_ms,
-            gpu_ms: Some(gpu_ms),
-            gpu_device_ms: Some(gpu_ms),
-            speedup: Some(cpu_ms / gpu_ms),
-            gpu_qps: Some(1000.0 / gpu_ms),
-            identical: Some(batch),
-            tie_swaps: Some(0),
-            compared: batch,
-            completed_on_cpu: 0,
-        };
-        let rows = [
-            row("skeleton big", 50_000, 1, 6.0, 0.3),
-            row("skeleton small", 1_000, 1, 0.1, 0.2),
-            row("skeleton big", 50_000, 16, 3.0, 0.05),
-            row("skeleton small", 1_000, 16, 0.05, 0.04),
-            row("skeleton middle", 7_000, 1, 0.7, 0.25),
-        ];
-        let goals = goals(&rows, &[], None);
-        let growth: Vec<&Goal> = goals.iter().filter(|g| g.goal.starts_with("time per question")).collect();
-        assert_eq!(growth.len(), 2, "{goals:?}");
-        assert_eq!(growth[0].goal, "time per question, skeleton big / skeleton small, batch 1: GPU (CPU)");
-        assert_eq!(growth[0].measured, "1.50× (60.0×)");
-        assert_eq!(growth[1].measured, "1.25× (60.0×)");
-        // Skeletons are not counted as real graphs that `auto` keeps on the CPU.
-        assert!(!goals.iter().any(|g| g.goal.contains("auto keeps")));
-        // One skeleton size alone: no growth to report.
-        assert!(!super::goals(&rows[..1], &[], None).iter().any(|g| g.goal.starts_with("time per question")));
-    }
-
-    #[test]
-    fn a_skeleton_keeps_graph_and_turns_and_leaves_text_and_embeddings_out() {
-        let config = RetrieveConfig::default();
-        let w = synthetic(400, 4, 2, &config).unwrap();
-        let real = &w.memories[0];
-        let mut skeleton = SkeletonGraph::of(real);
-        assert_eq!(skeleton.graph.edges, real.graph().edges);
-        assert!(skeleton.graph.concepts.iter().all(|c| c.label.is_empty() && c.embedding.is_empty()));
-        assert!(!skeleton.graph.concepts.is_empty());
-        // Episode 1 becomes a second passage of episode 0's turn.
-        skeleton.turn_ids[1] = crate::conversation::passage_id(&skeleton.turn_ids[0], 1);
-        let file = serde_json::to_vec(&Skeleton { name: "s".into(), graphs: vec![skeleton.clone()] }).unwrap();
-        let back: Skeleton = serde_json::from_slice(&file).unwrap();
-        let dressed = from_skeleton(back, 6, 3, &config).unwrap();
-        assert_eq!(dressed.name, "skeleton s (1 graphs)");
-        assert_eq!(dressed.queries.len(), 6);
-        let m = &dressed.memories[0];
-        assert_eq!(m.graph().nodes, real.graph().nodes);
-        assert_eq!(m.graph().edges, real.graph().edges);
-        assert_eq!(m.graph().pagerank, real.graph().pagerank);
-        assert_eq!((m.turns()[0], m.turns()[1], m.turns()[2]), (0, 0, 2));
-        // New embeddings, of unit length; every query finds something.
-        let e = &m.episodes()[0].embedding;
-        assert_ne!(e, &real.episodes()[0].embedding);
-        approx::assert_relative_eq!(e.iter().map(|x| x * x).sum::<f32>(), 1.0, max_relative = 1e-5);
-        assert!(dressed.queries.iter().all(|(_, q)| m.retrieve(q, Mode::Synapse).is_ok_and(|r| !r.hits.is_empty())));
-
-        // A skeleton whose turns do not match its episodes is refused, by name.
-        skeleton.turn_ids.pop();
-        let err = from_skeleton(Skeleton { name: "s".into(), graphs: vec![skeleton] }, 1, 3, &config).err().unwrap();
-        assert!(err.to_string().contains("turn ids for"), "{err}");
-        let empty = from_skeleton(Skeleton { name: "e".into(), graphs: vec![] }, 1, 3, &config).err().unwrap();
-        assert!(empty.to_string().contains("'e' has no graph"), "{empty}");
-    }
 }
 
 /// One row of [`index_bench`]: the scan of every node's f32 embedding, or the dense index.
@@ -839,3 +531,6 @@ pub fn index_bench(memory: &mut Memory, queries: &[Query], mode: Mode) -> Result
     });
     Ok(rows)
 }
+
+#[cfg(test)]
+mod tests;

@@ -118,7 +118,8 @@ pub fn embedding_text(text: &str, image_caption: Option<&str>) -> String {
 /// What of a turn is embedded (`embed.text`): its words (with the caption of the photo it
 /// shared), or the same after the speaker's name, as BM25 indexes every turn. A store records
 /// the form its episodes were embedded in, and is read and written in that form only.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum EmbedText {
     /// `text [shared a photo: caption]`.

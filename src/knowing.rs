@@ -1,5 +1,5 @@
 //! The learned gate's model, a "feeling of knowing": a logistic regression from what retrieval
-//! knows about a result (`retrieve`'s `Memory::knowing_features`) to the probability that the
+//! knows about a result (`retrieve`'s `LearnedGate::features`) to the probability that the
 //! memory holds the answer, its training (Newton's method with an L2 penalty, on standardised
 //! features), the threshold that refuses at most a given share of answerable questions,
 //! cross-validation by conversation, and the model file with its card.
@@ -144,16 +144,62 @@ impl GateModel {
         Ok(model)
     }
 
-    /// Checks that the model takes the features `names` (what this build computes).
-    pub fn check(&self, names: &[&str], source: &str) -> Result<()> {
-        if self.feature_names.iter().map(String::as_str).ne(names.iter().copied()) {
+    /// This model bound to the features a build computes, `names` in the order it computes
+    /// them: each of the model's features found by name. A feature the model takes that the
+    /// build does not compute, or one the build computes that the model does not take, is an
+    /// error naming it (and `source`, the model's file).
+    pub fn bind(self, names: &[&str], source: &str) -> Result<BoundGate> {
+        let at = self
+            .feature_names
+            .iter()
+            .map(|f| {
+                names.iter().position(|n| n == f).ok_or_else(|| {
+                    Error::Model(format!(
+                        "{source}: the gate takes feature '{f}', which this build does not compute (it computes [{}])",
+                        names.join(", ")
+                    ))
+                })
+            })
+            .collect::<Result<Vec<usize>>>()?;
+        if let Some(missing) = names.iter().find(|n| !self.feature_names.iter().any(|f| f == *n)) {
             return Err(Error::Model(format!(
-                "{source}: the gate takes features [{}] but this build computes [{}]",
-                self.feature_names.join(", "),
-                names.join(", ")
+                "{source}: the gate does not take feature '{missing}', which this build computes"
             )));
         }
-        Ok(())
+        let mut seen = vec![false; names.len()];
+        for (&i, f) in at.iter().zip(&self.feature_names) {
+            if std::mem::replace(&mut seen[i], true) {
+                return Err(Error::Model(format!("{source}: the gate takes feature '{f}' twice")));
+            }
+        }
+        Ok(BoundGate { model: self, at })
+    }
+}
+
+/// A gate model read by name against the features a build computes ([`GateModel::bind`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BoundGate {
+    /// The model.
+    pub model: GateModel,
+    /// Per model feature: its place among the build's features.
+    at: Vec<usize>,
+}
+
+impl BoundGate {
+    /// The probability that the memory holds the answer, from a result's features in the
+    /// build's order (each weight meets its feature by name, whatever order the file lists).
+    pub fn confidence(&self, features: &[f32]) -> f32 {
+        let m = &self.model;
+        let z = m.bias
+            + self
+                .at
+                .iter()
+                .zip(&m.mean)
+                .zip(&m.scale)
+                .zip(&m.weights)
+                .map(|(((&i, mean), s), w)| w * (features[i] as f64 - mean) / s)
+                .sum::<f64>();
+        sigmoid(z) as f32
     }
 }
 
@@ -458,5 +504,31 @@ mod tests {
         let e = GateModel::load(&path).unwrap_err().to_string();
         assert!(e.contains("gate.json"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_model_is_read_by_name_whatever_order_its_file_lists() {
+        let model = GateModel::shipped().unwrap().clone();
+        let names: Vec<&str> = model.feature_names.iter().map(String::as_str).collect();
+        let features: Vec<f32> = (0..names.len()).map(|i| (i as f32 * 0.37).sin()).collect();
+        let bound = model.clone().bind(&names, "shipped").unwrap();
+        // The file's features in reverse: each weight still meets its feature.
+        let mut reversed = model.clone();
+        reversed.feature_names.reverse();
+        reversed.mean.reverse();
+        reversed.scale.reverse();
+        reversed.weights.reverse();
+        let other = reversed.bind(&names, "reversed").unwrap();
+        let (a, b) = (bound.confidence(&features), other.confidence(&features));
+        assert!((a - b).abs() < 1e-6 && a > 0.0 && a < 1.0, "{a} vs {b}");
+        // A feature the build does not compute, and one the model lacks, are named.
+        let mut renamed = model.clone();
+        renamed.feature_names[3] = "coverage_elsewhere".into();
+        let e = renamed.bind(&names, "renamed.json").unwrap_err().to_string();
+        assert!(e.contains("renamed.json") && e.contains("'coverage_elsewhere'"), "{e}");
+        let mut fewer = names.clone();
+        fewer.push("new_feature");
+        let e = model.clone().bind(&fewer, "shipped").unwrap_err().to_string();
+        assert!(e.contains("does not take feature 'new_feature'"), "{e}");
     }
 }

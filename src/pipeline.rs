@@ -11,8 +11,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::progress::Progress;
 use chrono::{DateTime, Utc};
-use indicatif::ProgressBar;
 use serde::Serialize;
 
 use crate::config::{Config, IngestConfig};
@@ -109,13 +109,13 @@ impl LoadedInput {
 }
 
 /// Reads every path, then embeds and writes all conversations and their graphs in one
-/// transaction. `progress` counts turns; pass `ProgressBar::hidden()` for none.
+/// transaction. `progress` counts turns; pass `&progress::Silent` for none.
 pub async fn ingest_paths(
     store_root: &Path,
     paths: &[PathBuf],
     embedder: &Embedder,
     config: &Config,
-    progress: &ProgressBar,
+    progress: &dyn Progress,
 ) -> Result<IngestSummary> {
     let started = Instant::now();
     let input = LoadedInput::read(paths, &config.ingest)?;
@@ -128,7 +128,7 @@ pub async fn ingest_loaded(
     input: LoadedInput,
     embedder: &Embedder,
     config: &Config,
-    progress: &ProgressBar,
+    progress: &dyn Progress,
     started: Instant,
 ) -> Result<IngestSummary> {
     let options = &config.ingest;

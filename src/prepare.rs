@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use indicatif::ProgressBar;
+use crate::progress::Progress;
 
 use crate::config::Config;
 use crate::conversation::SourceFormat;
@@ -45,7 +45,7 @@ pub async fn prepare(
     inputs: Inputs<'_>,
     embedder: &Embedder,
     config: &Config,
-    progress: &ProgressBar,
+    progress: &dyn Progress,
     mut step: impl FnMut(Step<'_>),
 ) -> Result<Vec<String>> {
     let Inputs { paths, only, expected } = inputs;

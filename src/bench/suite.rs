@@ -5,7 +5,7 @@
 //! Owns the order of that run. Must not print (the progress bar aside) nor write result
 //! files: the binary renders and writes what this returns.
 
-use indicatif::ProgressBar;
+use crate::progress::Progress;
 use serde::Serialize;
 
 use super::{KernelRow, Row, Settings, Workload, kernels, percentiles, run};
@@ -48,7 +48,7 @@ pub fn time_workloads(
     settings: &Settings,
     kernel_batch: usize,
     copy_gb_s: Option<f64>,
-    progress: &ProgressBar,
+    progress: &dyn Progress,
 ) -> Result<Timings> {
     let mut timings = Timings::default();
     let mut workloads = workloads;

@@ -4,15 +4,17 @@
 //! AVX-512 VNNI `vpdpbusd` multiplies); each product's input rows are rounded as they come, to 8
 //! bits per row over the row's own range ([`Rows`]: 256 steps from its least to its largest
 //! value, zero one of them; twice the resolution of a symmetric rounding for the one-sided
-//! rows GELU gives). The sums are whole numbers, exact in every kernel
-//! (AVX-512 VNNI, AVX2, portable), and are scaled back to f32 the same way in each, so the
-//! kernels agree to the bit. Owns the precision setting ([`Precision`]), quantising and the int8
-//! kernels; must not know the model.
+//! rows GELU gives). The sums are whole numbers, exact in every kernel (AVX-512 VNNI, AVX2,
+//! portable; the CPU's features picking one through `crate::simd`), and are scaled back to f32
+//! the same way in each, so the kernels agree to the bit. Owns the precision setting
+//! ([`Precision`]), quantising and the int8 kernels; must not know the model.
 
 use super::kernels::{self, PANEL};
+use crate::simd;
 
 /// The arithmetic of the packed forward's linear layers.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Precision {
     /// f32 weights and inputs: the model's own function (to 1e-5).
@@ -61,31 +63,22 @@ pub(super) enum Isa {
 }
 
 impl Isa {
-    /// The fastest this CPU runs.
+    /// The fastest this CPU runs ([`simd::best`]).
     pub(super) fn detect() -> Isa {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx512f")
-                && std::arch::is_x86_feature_detected!("avx512bw")
-                && std::arch::is_x86_feature_detected!("avx512vnni")
-            {
-                return Isa::Vnni;
-            }
-            if std::arch::is_x86_feature_detected!("avx2") {
-                return Isa::Avx2;
-            }
-        }
-        Isa::Portable
+        simd::best()
     }
+}
 
-    /// Every kernel this CPU can run (the tests compare them).
-    #[cfg(test)]
-    pub(super) fn available() -> Vec<Isa> {
-        let best = Isa::detect();
-        [Isa::Vnni, Isa::Avx2, Isa::Portable]
-            .into_iter()
-            .filter(|&isa| matches!((best, isa), (Isa::Vnni, _) | (_, Isa::Portable) | (Isa::Avx2, Isa::Avx2)))
-            .collect()
+impl simd::Family for Isa {
+    const PORTABLE: Isa = Isa::Portable;
+    const ACCELERATED: &'static [Isa] = &[Isa::Vnni, Isa::Avx2];
+
+    fn runs_on(self, cpu: &simd::Features) -> bool {
+        match self {
+            Isa::Vnni => cpu.avx512f && cpu.avx512bw && cpu.avx512vnni,
+            Isa::Avx2 => cpu.avx2,
+            Isa::Portable => true,
+        }
     }
 }
 
@@ -241,8 +234,9 @@ impl Quantised {
     unsafe fn apply_panels(&self, isa: Isa, x: &Rows, out: *mut f32, panels: std::ops::Range<usize>) {
         match isa {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: `Isa::detect` found the CPU features each kernel is compiled for; the
-            // caller bounds every index.
+            // SAFETY: `isa` came from `simd::best` or `simd::available`, which offer a kernel
+            // only where `simd::features` found the CPU features it is compiled for
+            // (`Isa::runs_on`); the caller bounds every index.
             Isa::Vnni => unsafe { x86::apply_vnni(self, x, out, panels) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
@@ -291,7 +285,7 @@ mod x86 {
     use std::arch::x86_64::*;
     use std::ops::Range;
 
-    use super::{GROUP, OFFSET, PANEL, Quantised, Rows};
+    use crate::embed::int8::{GROUP, OFFSET, PANEL, Quantised, Rows};
 
     /// Rows of a tile: 12 rows × two panels of sums fill 24 of AVX-512's 32 registers (a
     /// feed-forward's 1,536 inputs × two panels are 48 KB of weights, streamed from L2 once
@@ -461,9 +455,9 @@ mod tests {
 
     proptest! {
         /// Every kernel this CPU runs computes the rounded product, whatever the rows (tiles
-        /// full and partial), panels (an odd count) and inputs (whole groups or not); the
-        /// kernels agree to the bit; and the rounded product is within int8's error of the
-        /// exact one.
+        /// full and partial), panels (an odd count) and inputs (whole groups or not); each
+        /// agrees with the portable kernel to the bit, so all with each other; and the rounded
+        /// product is within int8's error of the exact one.
         #[test]
         fn every_int8_kernel_is_the_rounded_product(rows in 1usize..20, panels in 1usize..5, k in 1usize..70, seed in 0u64..1000) {
             let n = panels * PANEL;
@@ -472,22 +466,24 @@ mod tests {
             let mut rows_q = Rows::default();
             rows_q.quantise(&x, rows, k);
             let want = reference(&w, &rows_q);
-            let mut first: Option<Vec<f32>> = None;
-            for isa in Isa::available() {
-                let mut out = vec![f32::NAN; rows * n];
-                w.apply(isa, &rows_q, &mut out);
-                for (g, r) in out.iter().zip(&want) {
-                    prop_assert!((f64::from(*g) - r).abs() <= 1e-5 * r.abs().max(1.0), "{isa:?}: {g} against {r}");
-                }
-                match &first {
-                    None => first = Some(out),
-                    Some(f) => prop_assert_eq!(f, &out, "{:?} differs from the first kernel", isa),
-                }
-            }
-            // Against the exact product: each of the k terms is off by at most half a step of
-            // the input times the weight, plus half a step of the weight times the input, plus
-            // the two half steps' product.
-            let out = first.unwrap();
+            let out = simd::for_each_kernel(
+                |isa: Isa| {
+                    let mut out = vec![f32::NAN; rows * n];
+                    w.apply(isa, &rows_q, &mut out);
+                    out
+                },
+                |isa, out: &Vec<f32>, portable: &Vec<f32>| -> Result<(), TestCaseError> {
+                    for (g, r) in out.iter().zip(&want) {
+                        prop_assert!((f64::from(*g) - r).abs() <= 1e-5 * r.abs().max(1.0), "{isa:?}: {g} against {r}");
+                    }
+                    prop_assert_eq!(portable, out, "{:?} differs from the portable kernel", isa);
+                    Ok(())
+                },
+            )?;
+            // Against the exact product (the portable kernel's, which every kernel equals to the
+            // bit): each of the k terms is off by at most half a step of the input times the
+            // weight, plus half a step of the weight times the input, plus the two half steps'
+            // product.
             for r in 0..rows {
                 for o in 0..n {
                     let exact: f64 = (0..k).map(|i| f64::from(x[r * k + i]) * f64::from(weight[o * k + i])).sum::<f64>() + f64::from(bias[o]);

@@ -3,11 +3,13 @@
 //! [`PANEL`] outputs (for each input feature, the panel's 16 weights side by side), so the inner
 //! loop streams each weight once per tile of rows and keeps the tile's sums in registers: three
 //! kernels compute the same sums in the same order (AVX-512, AVX2 with FMA, portable), the
-//! CPU's features picking one at run time. And the element-wise work between the products
-//! (GELU, layer normalisation, attention's scores, softmax and weighted sums), written so that
-//! it vectorises, compiled for AVX-512 and AVX2 besides the baseline and picked at run time
-//! (`multiversion`). The learned relevance's forward (`gnn::packed`) runs its layers on the same
-//! product. Owns packing and the kernels; must not know either model.
+//! CPU's features picking one at run time (`crate::simd`). And the element-wise work between
+//! the products (GELU, layer normalisation, attention's scores, softmax and weighted sums),
+//! written so that it vectorises, compiled for AVX-512 and AVX2 besides the baseline and picked
+//! at run time (`multiversion`). The learned relevance's forward (`gnn::packed`) runs its
+//! layers on the same product. Owns packing and the kernels; must not know either model.
+
+use crate::simd;
 
 /// Outputs per panel.
 pub(crate) const PANEL: usize = 16;
@@ -31,28 +33,22 @@ pub(crate) enum Isa {
 }
 
 impl Isa {
-    /// The fastest this CPU runs.
+    /// The fastest this CPU runs ([`simd::best`]).
     pub(crate) fn detect() -> Isa {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                return Isa::Avx512;
-            }
-            if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-                return Isa::Avx2;
-            }
-        }
-        Isa::Portable
+        simd::best()
     }
+}
 
-    /// Every kernel this CPU can run (the tests compare them).
-    #[cfg(test)]
-    pub(super) fn available() -> Vec<Isa> {
-        let best = Isa::detect();
-        [Isa::Avx512, Isa::Avx2, Isa::Portable]
-            .into_iter()
-            .filter(|&isa| matches!((best, isa), (Isa::Avx512, _) | (_, Isa::Portable) | (Isa::Avx2, Isa::Avx2)))
-            .collect()
+impl simd::Family for Isa {
+    const PORTABLE: Isa = Isa::Portable;
+    const ACCELERATED: &'static [Isa] = &[Isa::Avx512, Isa::Avx2];
+
+    fn runs_on(self, cpu: &simd::Features) -> bool {
+        match self {
+            Isa::Avx512 => cpu.avx512f,
+            Isa::Avx2 => cpu.avx2 && cpu.fma,
+            Isa::Portable => true,
+        }
     }
 }
 
@@ -134,8 +130,9 @@ impl Packed {
     unsafe fn apply_panels(&self, isa: Isa, x: &[f32], rows: usize, out: *mut f32, panels: std::ops::Range<usize>) {
         match isa {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: `Isa::detect` found the CPU features each kernel is compiled for; the
-            // caller bounds every index.
+            // SAFETY: `isa` came from `simd::best` or `simd::available`, which offer a kernel
+            // only where `simd::features` found the CPU features it is compiled for
+            // (`Isa::runs_on`); the caller bounds every index.
             Isa::Avx512 => unsafe { x86::apply_avx512(self, x, rows, out, panels) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
@@ -293,7 +290,7 @@ mod x86 {
     use std::arch::x86_64::*;
     use std::ops::Range;
 
-    use super::{PANEL, Packed};
+    use crate::embed::kernels::{PANEL, Packed};
 
     /// Rows of a tile (each kernel's sums for 6 rows × 2 panels fill 12 vector registers).
     const ROWS: usize = 6;
@@ -426,26 +423,29 @@ pub(super) mod tests {
     proptest! {
         /// Every kernel this CPU runs gives the product to 1e-5 relative, whatever the rows
         /// (tiles full and partial), panels (an odd count: a lone last panel) and inputs; and
-        /// the kernels agree with each other to the bit (the same sums in the same order).
+        /// each agrees with the portable kernel to the bit, so all with each other (the same
+        /// sums in the same order).
         #[test]
         fn every_kernel_is_the_product(rows in 1usize..20, panels in 1usize..5, k in 1usize..70, seed in 0u64..1000) {
             let n = panels * PANEL;
             let (weight, bias, x) = operands(rows, n, k, seed);
             let packed = Packed::new(&weight, &bias, n, k).unwrap();
             let want = reference(&weight, &bias, &x, rows, n, k);
-            let mut first: Option<Vec<f32>> = None;
-            for isa in Isa::available() {
-                let mut out = vec![f32::NAN; rows * n];
-                packed.apply(isa, &x, rows, &mut out);
-                for (g, w) in out.iter().zip(&want) {
-                    let scale = w.abs().max(1.0);
-                    prop_assert!(((f64::from(*g) - w) / scale).abs() < 1e-5, "{isa:?}: {g} against {w}");
-                }
-                match &first {
-                    None => first = Some(out),
-                    Some(f) => prop_assert_eq!(f, &out, "{:?} differs from the first kernel", isa),
-                }
-            }
+            simd::for_each_kernel(
+                |isa: Isa| {
+                    let mut out = vec![f32::NAN; rows * n];
+                    packed.apply(isa, &x, rows, &mut out);
+                    out
+                },
+                |isa, out: &Vec<f32>, portable: &Vec<f32>| -> Result<(), TestCaseError> {
+                    for (g, w) in out.iter().zip(&want) {
+                        let scale = w.abs().max(1.0);
+                        prop_assert!(((f64::from(*g) - w) / scale).abs() < 1e-5, "{isa:?}: {g} against {w}");
+                    }
+                    prop_assert_eq!(portable, out, "{:?} differs from the portable kernel", isa);
+                    Ok(())
+                },
+            )?;
         }
     }
 

@@ -84,7 +84,8 @@ impl Default for EmbedConfig {
 
 /// The forward pass that computes the embeddings: the same function either way (the tests hold
 /// them to 1e-5 of each other and to sentence-transformers' goldens).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Forward {
     /// Written for this model's shapes: texts end to end without padding, weights packed once

@@ -12,11 +12,11 @@ use super::rates::{GATE_LIMITS, OperatingPoint, auc, rates_by_threshold};
 use crate::error::Result;
 use crate::knowing::{GateExample, GateOptions, HeldOut, nested_cross_validation};
 use crate::retrieve::engine::Engine;
-use crate::retrieve::gate::KNOWING_FEATURES;
 use crate::retrieve::{Gate, Mode, Query};
+use crate::retrieve::{KnowingFeatures, LearnedGate};
 
 /// Every question of `loaded` (answerable or not) as a gate example: the features of its
-/// `synapse` result (what the gate reads, see `Memory::know`), ranked on the CPU (the
+/// `synapse` result (what the gate reads, see `Memory::learned`), ranked on the CPU (the
 /// reference), one batch for all questions. The results pass the activation gate, which reads
 /// no model (the features do not depend on it).
 pub fn gate_examples(mut loaded: Loaded, dataset: &str) -> Result<Vec<GateExample>> {
@@ -38,7 +38,7 @@ pub fn gate_examples(mut loaded: Loaded, dataset: &str) -> Result<Vec<GateExampl
                 dataset: dataset.to_string(),
                 question: q.id.clone(),
                 answerable: !q.adversarial,
-                features: memory.knowing_features(&q.query, r),
+                features: LearnedGate::of(memory).features(&q.query, r).values(),
             }
         })
         .collect())
@@ -76,7 +76,7 @@ pub struct GateCrossValidation {
 /// Cross-validates the gate on `examples` and measures it per data set and over all.
 pub fn gate_cross_validation(examples: &[GateExample], options: GateOptions) -> Result<GateCrossValidation> {
     let refs: Vec<&GateExample> = examples.iter().collect();
-    let held = nested_cross_validation(&refs, &KNOWING_FEATURES, options, &GATE_LIMITS)?;
+    let held = nested_cross_validation(&refs, KnowingFeatures::NAMES, options, &GATE_LIMITS)?;
     let pairs: Vec<(&GateExample, &HeldOut)> = examples.iter().zip(&held).collect();
     let mut datasets = BTreeMap::new();
     let mut names: Vec<&str> = examples.iter().map(|e| e.dataset.as_str()).collect();

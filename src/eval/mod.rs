@@ -5,18 +5,19 @@
 //! interface) that the binary prints as tables and can draw with [`plot`]. A peer's answers
 //! to the same questions ([`peer`]) are scored beside the modes by the same code.
 //!
-//! This module must not ingest (the caller stores conversations first) nor print.
+//! This module must not ingest (the caller stores conversations first) nor print. The report's
+//! types are in `report.rs`, the unit tests in `tests.rs`.
 
 pub mod gate;
 pub mod peer;
 pub mod plot;
 pub mod rates;
+mod report;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
-use indicatif::ProgressBar;
-use serde::Serialize;
+use crate::progress::Progress;
 
 use crate::config::Config;
 use crate::conversation::ANSWERABLE_GROUP;
@@ -27,11 +28,15 @@ use crate::gnn::train::Example;
 use crate::gpu::Backend;
 use crate::pipeline::stored_memory;
 use crate::retrieve::bm25::Analyzer;
-use crate::retrieve::engine::{BatchReport, Choice, Engine};
-use crate::retrieve::{Gate, Memory, Mode, Query, Retrieval, episode_index};
+use crate::retrieve::engine::Engine;
+use crate::retrieve::{Gate, GnnRerank, LearnedGate, Memory, Mode, Query, Retrieval, episode_index};
 use crate::store::Store;
 use peer::{PeerQuestion, PeerRuns, PeerTurn};
 pub use rates::auc;
+pub use report::{
+    GateReport, GateUse, GnnUse, GroupReport, IndexUse, Latency, Mean, ModeReport, QuestionOutcome, QuestionResult,
+    Report,
+};
 
 /// The k of the reported recall@k.
 pub const RECALL_KS: [usize; 4] = [5, 10, 25, 30];
@@ -65,211 +70,6 @@ impl Default for EvalOptions {
             peers: PeerRuns::default(),
         }
     }
-}
-
-/// Recall figures of one group of questions in one mode.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct GroupReport {
-    /// Questions in the group.
-    pub n: usize,
-    /// Mean fraction of gold evidence turns among the first 5 returned.
-    #[serde(rename = "recall@5")]
-    pub recall_5: f64,
-    /// … among the first 10.
-    #[serde(rename = "recall@10")]
-    pub recall_10: f64,
-    /// … among the first 25.
-    #[serde(rename = "recall@25")]
-    pub recall_25: f64,
-    /// … among the first 30.
-    #[serde(rename = "recall@30")]
-    pub recall_30: f64,
-    /// Fraction of questions with any gold turn among the first 10.
-    #[serde(rename = "hit@10")]
-    pub hit_10: f64,
-    /// Mean fraction of gold evidence turns among those the context budget hands over
-    /// (`retrieve.max_context_tokens`; all `top_k` without a budget).
-    pub recall_handed: f64,
-    /// Recall@k for k = 1 … top_k.
-    pub recall_curve: Vec<f64>,
-}
-
-/// The uncertainty gate of one mode.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct GateReport {
-    /// τ_gate used (null for a baseline without calibration: it has no gate).
-    pub threshold: Option<f64>,
-    /// Fraction of adversarial questions rejected.
-    pub rejection_rate: Option<f64>,
-    /// Fraction of answerable questions rejected.
-    pub false_refusal_rate: Option<f64>,
-    /// ROC AUC of the confidence separating answerable (higher) from adversarial questions.
-    pub auc: Option<f64>,
-    /// Adversarial questions counted.
-    pub adversarial: usize,
-    /// Answerable questions counted.
-    pub answerable: usize,
-    /// What a threshold chosen on these questions' own answerable confidences rejects, at
-    /// each limit of [`rates::GATE_LIMITS`] on false refusals (the ROC curve's operating
-    /// points, not held out; `train-gate` reports them cross-validated).
-    pub at: Vec<rates::OperatingPoint>,
-    /// The rates at every threshold τ of [`rates::TAU_STEPS`]: (τ, answerable refused,
-    /// adversarial rejected) (meaningful where confidences lie in [0, 1], as the learned
-    /// gate's do).
-    pub curve: Vec<(f64, f64, f64)>,
-}
-
-/// The gate an evaluation ran with.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct GateUse {
-    /// `learned` or `activation`.
-    pub gate: String,
-    /// The learned gate's model (its file, or the shipped one).
-    pub model: Option<String>,
-    /// Conversations evaluated that the learned gate's model was trained on: its figures
-    /// there are not held out.
-    pub seen: Vec<String>,
-}
-
-/// Mean and median of a per-question quantity.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Mean {
-    /// Mean.
-    pub mean: f64,
-    /// Median.
-    pub p50: f64,
-}
-
-/// Percentiles of a latency, milliseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Latency {
-    /// Median.
-    pub p50: f64,
-    /// 95th percentile.
-    pub p95: f64,
-    /// Mean.
-    pub mean: f64,
-}
-
-/// Everything measured for one mode.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ModeReport {
-    /// Per group (LoCoMo category name or BEAM ability, and [`ANSWERABLE_GROUP`]).
-    pub groups: BTreeMap<String, GroupReport>,
-    /// The gate.
-    pub gate: GateReport,
-    /// Tokens of the returned episodes per question (the top_k, whatever the gate says).
-    pub context_tokens: Mean,
-    /// Tokens the context budget hands over per question, and how many episodes.
-    pub handed_tokens: Mean,
-    /// Episodes handed over per question.
-    pub handed: Mean,
-    /// Retrieval time per question, query embedding excluded (on the GPU: the batch's time
-    /// divided by its questions, so p50 = p95 = mean).
-    pub latency_ms: Latency,
-    /// How the GPU ran the mode, when it did (one batch over every question).
-    pub gpu_batch: Option<BatchReport>,
-}
-
-/// The result of an evaluation.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Report {
-    /// `locomo` or `beam`.
-    pub dataset: String,
-    /// Conversations evaluated.
-    pub conversations: Vec<String>,
-    /// Questions reported on (after the calibration split, if any).
-    pub questions: usize,
-    /// Questions used only to calibrate τ_gate.
-    pub calibration_questions: usize,
-    /// Episodes returned per query.
-    pub top_k: usize,
-    /// The context budget, in tokens (`retrieve.max_context_tokens`; null: none).
-    pub max_context_tokens: Option<usize>,
-    /// What context tokens are counted with.
-    pub tokenizer: String,
-    /// Query embedding time per question, reported apart from retrieval.
-    pub query_embedding_ms: Latency,
-    /// The backend retrieval ran on, and why.
-    pub backend: Choice,
-    /// Per mode, by CLI name.
-    pub modes: BTreeMap<String, ModeReport>,
-    /// Mode names in the order they were asked for.
-    pub mode_order: Vec<String>,
-    /// The learned relevance, when `synapse-gnn` ran.
-    pub gnn: Option<GnnUse>,
-    /// The gate.
-    pub gate: GateUse,
-    /// The dense index, when retrieval ran on the CPU over memories large enough for one.
-    pub index: Option<IndexUse>,
-    /// Every reported question's result, when [`EvalOptions::per_question`] asked for them
-    /// (written apart from the report, one JSON line each).
-    #[serde(skip)]
-    pub per_question: Vec<QuestionResult>,
-}
-
-/// What one question got: its gold turns and, per mode, the turns returned.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct QuestionResult {
-    /// Its conversation.
-    pub conversation: String,
-    /// Question id.
-    pub id: String,
-    /// Reporting group.
-    pub group: String,
-    /// Whether it has no answer in the conversation.
-    pub adversarial: bool,
-    /// Gold evidence turn ids.
-    pub gold: Vec<String>,
-    /// Per mode, by CLI name.
-    pub modes: BTreeMap<String, QuestionOutcome>,
-}
-
-/// One question's result in one mode.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct QuestionOutcome {
-    /// Turn ids returned, best first.
-    pub returned: Vec<String>,
-    /// What brought each: the turn id of the episode (`<turn>#<k>` for a later passage), or
-    /// `concept:<label>` for a concept standing in for it (empty for a peer).
-    pub via: Vec<String>,
-    /// Fraction of the gold turns among the first 10 returned (null without gold).
-    #[serde(rename = "recall@10")]
-    pub recall_10: Option<f64>,
-    /// The gate's signal (null for a peer, which gives none).
-    pub confidence: Option<f64>,
-    /// Whether the mode's gate (when it has one) rejects the question.
-    pub rejected: Option<bool>,
-}
-
-/// How the dense index served an evaluation (`retrieve::index`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct IndexUse {
-    /// Memories searched through an index.
-    pub memories: usize,
-    /// Their size, bytes.
-    pub bytes: usize,
-    /// Time to build the indices, before any question ran.
-    pub build_ms: f64,
-    /// Questions asked of those memories.
-    pub questions: usize,
-    /// Share of the questions' true dense anchors (the top `anchor_k` by a scan of every
-    /// node) the index gave (1 unless its bounds are wrong).
-    pub anchor_recall: f64,
-}
-
-/// Which learned model `synapse-gnn` used.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct GnnUse {
-    /// Its weights.
-    pub weights: String,
-    /// Its features.
-    pub features: FeatureSet,
-    /// The weight of its signal.
-    pub weight: f32,
-    /// Conversations of this evaluation it was trained or validated on (its figures on them
-    /// are not held out).
-    pub seen: Vec<String>,
 }
 
 /// The reporting group of a question: LoCoMo category numbers become names.
@@ -351,7 +151,7 @@ pub async fn load(
     conversations: &[String],
     embedder: &Embedder,
     config: &Config,
-    progress: &ProgressBar,
+    progress: &dyn Progress,
 ) -> Result<Loaded> {
     let mut loaded = Loaded { memories: Vec::new(), questions: Vec::new(), tokens: Vec::new(), embed_ms: Vec::new() };
     let mut analyzer = Analyzer::new()?;
@@ -422,7 +222,7 @@ pub fn training_examples(loaded: Loaded, set: FeatureSet) -> Result<Vec<Example>
         .zip(results.par_iter())
         .map(|(q, r)| {
             let memory = &engine.memories()[q.memory];
-            let (candidates, embeddings) = memory.gnn_input(&q.query, r);
+            let (candidates, embeddings) = GnnRerank::of(memory).input(&q.query, r);
             // Every passage of a gold turn is relevant (evidence names turns).
             let turns = memory.turns();
             let gold: Vec<u32> = (0..turns.len() as u32).filter(|&e| q.gold.contains(&turns[e as usize])).collect();
@@ -434,7 +234,7 @@ pub fn training_examples(loaded: Loaded, set: FeatureSet) -> Result<Vec<Example>
                 &gold,
                 memory.conversation(),
                 &q.group,
-                memory.cold_start(),
+                GnnRerank::of(memory).cold_start(),
             )
         })
         .collect()
@@ -451,7 +251,7 @@ pub async fn evaluate(
     embedder: &Embedder,
     config: &Config,
     options: &EvalOptions,
-    progress: &ProgressBar,
+    progress: &dyn Progress,
 ) -> Result<Report> {
     if options.modes.is_empty() {
         return Err(Error::InvalidArgument("no retrieval mode to evaluate".into()));
@@ -475,7 +275,7 @@ pub async fn evaluate(
     }
     let gnn = match memories.first() {
         Some(m) if options.modes.contains(&Mode::SynapseGnn) => {
-            let model = m.relevance()?;
+            let model = GnnRerank::of(m).model()?;
             let t = &model.card.training;
             Some(GnnUse {
                 weights: model.source.clone(),
@@ -497,7 +297,7 @@ pub async fn evaluate(
         }),
         seen: match memories.first() {
             Some(m) if config.gate == Gate::Learned => {
-                let trained = &m.gate_model()?.training.conversations;
+                let trained = &LearnedGate::of(m).model()?.model.training.conversations;
                 conversations.iter().filter(|c| trained.contains(c)).cloned().collect()
             }
             _ => Vec::new(),
@@ -830,78 +630,4 @@ pub fn percentile(sorted: &[f64], q: f64) -> f64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn item(adversarial: bool, gold: Vec<u32>, ranked: Vec<u32>, confidence: f64) -> Item {
-        Item {
-            memory: 0,
-            id: "q".into(),
-            group: "g".into(),
-            adversarial,
-            gold,
-            calibration: false,
-            outcomes: vec![Outcome {
-                via: ranked.clone(),
-                handed: ranked.len(),
-                ranked,
-                confidence: Some(confidence),
-                millis: 1.0,
-                tokens: 10,
-                handed_tokens: 10,
-            }],
-        }
-    }
-
-    #[test]
-    fn recall_is_the_fraction_of_gold_turns_returned() {
-        let a = item(false, vec![3, 7], (0..30).collect(), 0.5); // 3 at rank 4, 7 at rank 8
-        let b = item(false, vec![40], (0..30).collect(), 0.5); // never returned
-        let r = group_report(&[&a, &b], 0, 30);
-        assert_eq!(r.n, 2);
-        assert_eq!(r.recall_curve[3], 0.25); // k = 4: half of a's gold, none of b's
-        assert_eq!(r.recall_5, 0.25);
-        assert_eq!(r.recall_10, 0.5);
-        assert_eq!(r.hit_10, 0.5);
-    }
-
-    #[test]
-    fn a_turn_returned_as_several_passages_counts_once() {
-        // Turn 3's passages are ranked 1st and 2nd (both mapped to 3); turn 7 never.
-        let a = item(false, vec![3, 7], vec![3, 3, 1, 2], 0.5);
-        let r = group_report(&[&a], 0, 4);
-        assert_eq!(r.recall_curve, vec![0.5, 0.5, 0.5, 0.5]);
-        assert_eq!(r.hit_10, 1.0);
-    }
-
-    #[test]
-    fn calibration_keeps_false_refusals_under_the_limit() {
-        // 20 answerable at 0.3 … 0.49 plus one outlier at 0.05; adversarial at 0.1, 0.2, 0.35.
-        let mut items: Vec<Item> = (0..20).map(|i| item(false, vec![], vec![], 0.3 + i as f64 * 0.01)).collect();
-        items.push(item(false, vec![], vec![], 0.05));
-        for c in [0.1, 0.2, 0.35] {
-            items.push(item(true, vec![], vec![], c));
-        }
-        let refs: Vec<&Item> = items.iter().collect();
-        // 1 of 21 answerable (4.8%) may be refused: the threshold rises just above 0.3's neighbours
-        // only while at most one is below it.
-        let t = calibrate(&refs, 0, 0.05).unwrap();
-        assert!(t > 0.2 && t <= 0.3, "{t}");
-        let t = calibrate(&refs, 0, 0.0).unwrap();
-        assert!(t > 0.0 && t <= 0.05, "{t}");
-    }
-
-    #[test]
-    fn split_is_about_a_tenth_and_stable() {
-        let n = (0..5000).filter(|i| in_calibration_split("conv-1", &format!("q{i}"))).count();
-        assert!((400..600).contains(&n), "{n}");
-        assert_eq!(in_calibration_split("conv-1", "q7"), in_calibration_split("conv-1", "q7"));
-    }
-
-    #[test]
-    fn locomo_categories_are_named() {
-        assert_eq!(group_name("locomo", "1"), "multi-hop");
-        assert_eq!(group_name("locomo", "2"), "temporal");
-        assert_eq!(group_name("beam", "temporal_reasoning"), "temporal_reasoning");
-    }
-}
+mod tests;

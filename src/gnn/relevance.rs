@@ -21,7 +21,8 @@ pub const CARD_FORMAT: u32 = 1;
 /// A model that ships with the project (`models/gnn/<name>.safetensors` and its card
 /// `<name>.json`), compiled into the library so it loads wherever it runs. The names are the
 /// values of `retrieve.gnn.model` and `--gnn-model`: the data each was trained on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum Shipped {
     /// Trained on LoCoMo's conversations alone: the best on chat between people.

@@ -4,40 +4,13 @@
 //!
 //! Must not hold anything per query (that is the ranker's).
 
-use crate::activation::Spreading;
 use crate::embed::EMBEDDING_DIM;
 use crate::error::{Error, Result};
-use crate::graph::pagerank::Transition;
 
-use super::Gpu;
+use super::device::Gpu;
 use super::layout::GraphInfo;
 
-/// One graph as the GPU needs it; node ids are local (0..n).
-#[derive(Debug, Clone, Copy)]
-pub struct GraphInput<'a> {
-    /// `n × EMBEDDING_DIM` node embeddings.
-    pub embeddings: &'a [f32],
-    /// The propagation matrix with the fan effect.
-    pub spreading: &'a Spreading,
-    /// Without it (the `no-fan` ablation): same rows and sources.
-    pub spreading_no_fan: &'a Spreading,
-    /// PageRank divided by its maximum.
-    pub pagerank: &'a [f32],
-    /// Per node, the episodes a concept stands for (empty for episodes).
-    pub links: &'a [Vec<u32>],
-    /// Per node: the node of its turn's first passage for an episode (a result holds a turn
-    /// once), [`crate::score::CONCEPT_TURN`] for a concept.
-    pub turns: &'a [u32],
-    /// The PageRank transition.
-    pub transition: &'a Transition,
-}
-
-impl GraphInput<'_> {
-    /// Node count.
-    pub fn n(&self) -> usize {
-        self.pagerank.len()
-    }
-}
+pub use super::request::GraphInput;
 
 /// One array of the corpus on the GPU: a storage buffer filled up to `used` bytes, grown by
 /// doubling (a GPU-side copy) when an append does not fit.

@@ -15,8 +15,8 @@ use crate::graph::pagerank::Transition;
 use crate::score::{CONCEPT_TURN, dense_score, dots, top_order};
 use rand::RngExt;
 
-use super::Gpu;
 use super::corpus::{Corpus, GraphInput};
+use super::device::Gpu;
 use super::layout::SELECT_STATE_WORDS;
 use super::ranker::{Batch, Pool, RankQuery, RankSettings};
 

@@ -5,6 +5,9 @@
 //!
 //! Must not compute BM25 or turn nodes into episodes: the caller passes each query's BM25
 //! entries and anchors and reads back ranked nodes (`retrieve` does both, as on the CPU).
+//! The dispatches of each kernel family are recorded in `ranker/encode.rs`.
+
+mod encode;
 
 use std::time::Instant;
 
@@ -12,161 +15,14 @@ use crate::embed::EMBEDDING_DIM;
 use crate::error::{Error, Result};
 
 use super::corpus::Corpus;
+use super::device::Gpu;
 use super::layout::{
-    FLAG_CONCEPTS, FLAG_EDGES, FLAG_NO_CONCEPT_ANCHORS, FLAG_PAGERANK, GraphInfo, HIST_CHUNK, HIT_WORDS, MAX_LIST,
-    Params, RECORD_HEADER, SELECT_STATE_WORDS, Segment, SelectParams, TILE, WG, record_words,
+    FLAG_CONCEPTS, FLAG_EDGES, FLAG_NO_CONCEPT_ANCHORS, FLAG_PAGERANK, GraphInfo, HIT_WORDS, Params, RECORD_HEADER,
+    SELECT_STATE_WORDS, Segment, TILE, record_words,
 };
 use super::registry::Family;
-use super::{Gpu, grid};
 
-/// One query of a batch.
-#[derive(Debug, Clone, Copy)]
-pub struct RankQuery<'a> {
-    /// Index of its graph in the corpus.
-    pub graph: u32,
-    /// Its L2-normalised embedding.
-    pub embedding: &'a [f32],
-    /// Its BM25 scores, (local node id, score > 0), any order.
-    pub lexical: &'a [(u32, f32)],
-    /// Its BM25 anchors (local node ids).
-    pub bm25_anchors: &'a [u32],
-}
-
-/// What the whole batch runs with (one retrieval mode).
-#[derive(Debug, Clone, PartialEq)]
-pub struct RankSettings {
-    /// T.
-    pub steps: usize,
-    /// δ.
-    pub decay: f32,
-    /// β.
-    pub beta: f32,
-    /// M.
-    pub top_m: usize,
-    /// γ.
-    pub gamma: f32,
-    /// θ.
-    pub theta: f32,
-    /// α.
-    pub alpha: f32,
-    /// w of the lexical blend.
-    pub lexical_weight: f32,
-    /// λ1, λ2, λ3.
-    pub lambdas: [f32; 3],
-    /// Propagate over edges (false: the `no-graph` ablation).
-    pub edges: bool,
-    /// Without the fan effect.
-    pub no_fan: bool,
-    /// PageRank enters the score.
-    pub pagerank: bool,
-    /// Dense anchors per query.
-    pub anchor_k: usize,
-    /// Ranked nodes the walk may visit per query (the walk needs more nodes than episodes
-    /// when concepts stand for episodes already taken).
-    pub out_k: usize,
-    /// Episodes handed over per query.
-    pub top_k: usize,
-    /// A concept in the ranking stands for its best linked episode not yet taken.
-    pub concepts: bool,
-    /// Concepts may be dense anchors (the BM25 anchors come from the host).
-    pub concept_anchors: bool,
-    /// Subtracted from the cosine of a turn's later passage.
-    pub passage_discount: f32,
-}
-
-impl RankSettings {
-    /// Rejects what the kernels cannot run.
-    pub fn check(&self) -> Result<()> {
-        for (what, v) in [
-            ("inhibition_top_m", self.top_m),
-            ("ranked nodes", self.out_k),
-            ("anchor_k", self.anchor_k),
-            ("top_k", self.top_k),
-        ] {
-            if v > MAX_LIST {
-                return Err(Error::Gpu(format!("{what} = {v} exceeds the GPU's selection limit of {MAX_LIST}")));
-            }
-        }
-        Ok(())
-    }
-
-    fn list_cap(&self) -> usize {
-        let m = if self.beta != 0.0 { self.top_m } else { 0 };
-        m.max(self.out_k).max(self.anchor_k).max(1)
-    }
-}
-
-/// One handed-over episode of a query.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RankedHit {
-    /// The ranked node that brought it.
-    pub node: u32,
-    /// The episode's node (the node itself, or a concept's linked episode).
-    pub episode_node: u32,
-    /// The node's score.
-    pub score: f32,
-    /// The node's final activation a(T).
-    pub activation: f32,
-}
-
-/// One query's result on the GPU.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Ranked {
-    /// The episodes handed over, in score order.
-    pub hits: Vec<RankedHit>,
-    /// Whether the ranked nodes read back decided the walk (`top_k` episodes taken, or every
-    /// node seen); when not, the caller ranks the query on the CPU.
-    pub complete: bool,
-    /// a(T) of the top-ranked node: the gate's confidence.
-    pub confidence: f32,
-    /// The dense anchors, best first.
-    pub dense_anchors: Vec<u32>,
-}
-
-/// Timings of the last batch.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct BatchTiming {
-    /// Sub-batches the device's limits split it into (one submit each).
-    pub submits: usize,
-    /// Submit to readback, µs.
-    pub gpu_us: f64,
-}
-
-/// A stage of the ranking step, for timing one kernel family on its own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Stage {
-    /// Dense scan of every node embedding and the lexical blend.
-    Similarity,
-    /// One propagation step (SpMM).
-    Propagate,
-    /// Top-M selection on the potentials, inhibition and the sigmoid.
-    InhibitSigmoid,
-    /// Hybrid score, top-k selection and the walk.
-    Score,
-    /// One PageRank power-iteration round per query (teleport: the query's similarities).
-    PageRank,
-    /// Everything: what one batch costs.
-    Rank,
-}
-
-impl Stage {
-    /// Every stage.
-    pub const ALL: [Stage; 6] =
-        [Stage::Similarity, Stage::Propagate, Stage::InhibitSigmoid, Stage::Score, Stage::PageRank, Stage::Rank];
-
-    /// Name in reports.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Stage::Similarity => "similarity",
-            Stage::Propagate => "propagate",
-            Stage::InhibitSigmoid => "inhibit+sigmoid",
-            Stage::Score => "score+top-k",
-            Stage::PageRank => "pagerank round",
-            Stage::Rank => "rank (all)",
-        }
-    }
-}
+pub use super::request::{BatchTiming, RankQuery, RankSettings, Ranked, RankedHit, Stage};
 
 /// Work buffers kept from batch to batch (grow-only): once warm, a batch allocates nothing,
 /// and nothing is cleared that a kernel overwrites anyway.
@@ -266,13 +122,13 @@ impl Ranker {
 
     /// Caps the work-array words of one submit below the device's limit, so tests can check
     /// that a batch split into several submits returns the same results.
-    #[doc(hidden)]
+    #[cfg(any(test, feature = "testing"))]
     pub fn set_work_limit(&mut self, words: u64) {
         self.work_limit = Some(words.max(1));
     }
 
     /// Makes the next `n` batches fail as a lost device would (tests of the CPU fallback).
-    #[doc(hidden)]
+    #[cfg(any(test, feature = "testing"))]
     pub fn fail_next_batches(&self, n: usize) {
         self.fail_next.store(n, std::sync::atomic::Ordering::SeqCst);
     }
@@ -587,246 +443,6 @@ impl<'c> Batch<'c> {
 
     pub(crate) fn out_bytes(&self) -> u64 {
         self.segments.len() as u64 * self.params.record as u64 * 4
-    }
-
-    fn gpu(&self) -> &Gpu {
-        &self.corpus.gpu
-    }
-
-    fn run(
-        &self,
-        pass: &mut wgpu::ComputePass,
-        family: Family,
-        entry: &'static str,
-        bind: &wgpu::BindGroup,
-        [x, y, z]: [u32; 3],
-    ) {
-        let gpu = self.gpu();
-        pass.set_pipeline(&gpu.registry().pipeline(gpu.device(), family, entry));
-        pass.set_bind_group(0, bind, &[]);
-        pass.dispatch_workgroups(x, y, z);
-    }
-
-    /// One workgroup per WG elements of every query.
-    fn per_element(
-        &self,
-        pass: &mut wgpu::ComputePass,
-        family: Family,
-        entry: &'static str,
-        bind: &wgpu::BindGroup,
-        n: u32,
-    ) {
-        let (x, z) = grid(n.div_ceil(WG), self.gpu().limits().max_compute_workgroups_per_dimension);
-        self.run(pass, family, entry, bind, [x, self.segments.len() as u32, z]);
-    }
-
-    fn per_query(&self, pass: &mut wgpu::ComputePass, family: Family, entry: &'static str, bind: &wgpu::BindGroup) {
-        self.run(pass, family, entry, bind, [1, self.segments.len() as u32, 1]);
-    }
-
-    fn bind(&self, family: Family, buffers: &[&wgpu::Buffer]) -> wgpu::BindGroup {
-        self.pool.borrow_mut().bind(self.gpu(), family, buffers)
-    }
-
-    /// A pooled uniform holding `value`.
-    fn uniform<T: bytemuck::Pod>(&self, name: String, value: &T) -> wgpu::Buffer {
-        self.pool.borrow_mut().uniform(self.gpu(), name, value)
-    }
-
-    /// The pooled readback buffer, at least `size` bytes.
-    pub(crate) fn staging(&self, size: u64) -> wgpu::Buffer {
-        self.pool.borrow_mut().staging(self.gpu(), size)
-    }
-
-    pub(crate) fn encode_similarity(&self, pass: &mut wgpu::ComputePass) {
-        let c = self.corpus;
-        let bind = self.bind(
-            Family::Similarity,
-            &[
-                &self.params_buf,
-                &c.graphs.buffer,
-                &self.segments_buf,
-                &c.embeddings.buffer,
-                &self.queries,
-                &self.tiles_buf,
-                &self.lexical,
-                &self.dense,
-                &self.sim,
-                &c.turns.buffer,
-            ],
-        );
-        let (x, z) = grid(self.n_max.div_ceil(WG), self.gpu().limits().max_compute_workgroups_per_dimension);
-        self.run(pass, Family::Similarity, "dense_scan", &bind, [x, self.tiles, z]);
-        if self.lex_max_n > 0 {
-            self.per_element(pass, Family::Similarity, "lexical_blend", &bind, self.lex_max_n);
-        }
-    }
-
-    /// Selects the `k` largest of `values` per query into `sorted` (64 bits: ids in rank
-    /// order; 32 bits: values, descending).
-    pub(crate) fn encode_select(&self, pass: &mut wgpu::ComputePass, values: &wgpu::Buffer, k: usize, bits: u32) {
-        let c = self.corpus;
-        let sel = self.uniform(format!("select {k} {bits}"), &SelectParams { k: k as u32, bits, _pad0: 0, _pad1: 0 });
-        let bind = self.bind(
-            Family::Select,
-            &[
-                &self.params_buf,
-                &c.graphs.buffer,
-                &self.segments_buf,
-                values,
-                &self.state,
-                &self.hist,
-                &self.list,
-                &sel,
-                &self.sorted,
-            ],
-        );
-        self.per_query(pass, Family::Select, "select_init", &bind);
-        let (x, z) = grid(self.n_max.div_ceil(HIST_CHUNK), self.gpu().limits().max_compute_workgroups_per_dimension);
-        for _ in 0..bits / 8 {
-            self.run(pass, Family::Select, "select_histogram", &bind, [x, self.segments.len() as u32, z]);
-            self.per_query(pass, Family::Select, "select_choose", &bind);
-        }
-        self.per_element(pass, Family::Select, "select_gather", &bind, self.n_max);
-        self.per_query(pass, Family::Select, "select_sort", &bind);
-    }
-
-    fn activation_bind(&self) -> wgpu::BindGroup {
-        self.bind(
-            Family::Activation,
-            &[
-                &self.params_buf,
-                &self.corpus.graphs.buffer,
-                &self.segments_buf,
-                &self.sim,
-                &self.u,
-                &self.a,
-                &self.state,
-                &self.sorted,
-                &self.bm25_anchors,
-                &self.out,
-            ],
-        )
-    }
-
-    /// a(0): the dense anchors (a 64-bit selection on the cosine) and the BM25 anchors.
-    pub(crate) fn encode_seed(&self, pass: &mut wgpu::ComputePass) {
-        self.encode_select(pass, &self.dense, self.params.anchor_k as usize, 64);
-        let bind = self.activation_bind();
-        self.per_element(pass, Family::Activation, "seed_clear", &bind, self.n_max);
-        self.per_query(pass, Family::Activation, "seed_anchors", &bind);
-    }
-
-    pub(crate) fn encode_propagate(&self, pass: &mut wgpu::ComputePass, no_fan: bool) {
-        let c = self.corpus;
-        let coef = if no_fan { &c.coef_no_fan.buffer } else { &c.coef.buffer };
-        let bind = self.bind(
-            Family::Propagate,
-            &[
-                &self.params_buf,
-                &c.graphs.buffer,
-                &self.segments_buf,
-                &c.ptr.buffer,
-                &c.src.buffer,
-                coef,
-                &self.a,
-                &self.u,
-            ],
-        );
-        self.per_element(pass, Family::Propagate, "propagate", &bind, self.n_max);
-    }
-
-    /// Top-M selection on u (skipped when β = 0 or M = 0), then inhibition and the sigmoid.
-    pub(crate) fn encode_inhibit_sigmoid(&self, pass: &mut wgpu::ComputePass) {
-        if self.params.beta != 0.0 && self.params.top_m != 0 {
-            self.encode_select(pass, &self.u, self.params.top_m as usize, 32);
-        }
-        let bind = self.activation_bind();
-        self.per_element(pass, Family::Activation, "inhibit_sigmoid", &bind, self.n_max);
-    }
-
-    /// Hybrid score, the top out_k nodes per query, and the walk into episodes.
-    pub(crate) fn encode_score(&self, pass: &mut wgpu::ComputePass) {
-        let c = self.corpus;
-        let bind = self.bind(
-            Family::Score,
-            &[
-                &self.params_buf,
-                &c.graphs.buffer,
-                &self.segments_buf,
-                &self.sim,
-                &self.a,
-                &c.pagerank.buffer,
-                &self.score,
-                &self.state,
-                &self.sorted,
-                &c.link_ptr.buffer,
-                &c.link_dst.buffer,
-                &c.turns.buffer,
-                &self.out,
-            ],
-        );
-        self.per_element(pass, Family::Score, "hybrid", &bind, self.n_max);
-        self.encode_select(pass, &self.score, self.params.out_k as usize, 64);
-        self.per_query(pass, Family::Score, "walk", &bind);
-    }
-
-    /// PageRank for `rounds` rounds from the teleport vectors in `sim` (normalised per query),
-    /// alternating between `a` and `u`, with the dangling mass in `state`. Returns the buffer
-    /// holding the result.
-    pub(crate) fn encode_pagerank(
-        &self,
-        encoder: &mut wgpu::CommandEncoder,
-        damping: f32,
-        rounds: u32,
-    ) -> &wgpu::Buffer {
-        let c = self.corpus;
-        let params = Params { damping, rounds, ..self.params };
-        let params_buf = self.uniform("pagerank params".into(), &params);
-        if self.work_words > 0 {
-            encoder.copy_buffer_to_buffer(&self.sim, 0, &self.a, 0, self.work_words * 4);
-        }
-        let bind = |from: &wgpu::Buffer, to: &wgpu::Buffer| {
-            self.bind(
-                Family::PageRank,
-                &[
-                    &params_buf,
-                    &c.graphs.buffer,
-                    &self.segments_buf,
-                    &c.pr_ptr.buffer,
-                    &c.pr_src.buffer,
-                    &c.pr_prob.buffer,
-                    &c.dangling.buffer,
-                    &self.sim,
-                    from,
-                    to,
-                    &self.state,
-                ],
-            )
-        };
-        let forward = bind(&self.a, &self.u);
-        let backward = bind(&self.u, &self.a);
-        let mut pass = encoder
-            .begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("pagerank"), timestamp_writes: None });
-        for r in 0..rounds {
-            let b = if r % 2 == 0 { &forward } else { &backward };
-            self.per_query(&mut pass, Family::PageRank, "pagerank_dangling", b);
-            self.per_element(&mut pass, Family::PageRank, "pagerank_step", b, self.n_max);
-        }
-        if rounds.is_multiple_of(2) { &self.a } else { &self.u }
-    }
-
-    /// The whole ranking step.
-    pub(crate) fn encode_rank(&self, encoder: &mut wgpu::CommandEncoder, s: &RankSettings) {
-        let mut pass =
-            encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("rank"), timestamp_writes: None });
-        self.encode_similarity(&mut pass);
-        self.encode_seed(&mut pass);
-        for _ in 0..s.steps {
-            self.encode_propagate(&mut pass, s.no_fan);
-            self.encode_inhibit_sigmoid(&mut pass);
-        }
-        self.encode_score(&mut pass);
     }
 
     /// Splits the output records.

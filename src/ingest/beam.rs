@@ -23,8 +23,8 @@ use serde_json::Value;
 
 use super::evidence::{self, MessageRef};
 use super::locomo::answer_text;
+use super::read::{LoadOptions, Loaded, check_conversation, file_name, parse_json, read_text};
 use super::time::{BEAM_ANCHOR_EXAMPLE, parse_beam_anchor};
-use super::{LoadOptions, Loaded, check_conversation, file_name, parse_json, read_text};
 use crate::conversation::{Conversation, Question, Session, SourceFormat, Turn};
 use crate::error::{Error, Result};
 

@@ -15,8 +15,8 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
 
 use super::evidence::{self, DiaId};
+use super::read::{LoadOptions, Loaded, check_conversation, parse_json, read_text};
 use super::time::{LOCOMO_DATE_EXAMPLE, parse_locomo_date};
-use super::{LoadOptions, Loaded, check_conversation, parse_json, read_text};
 use crate::conversation::{Conversation, Question, Session, SourceFormat, Turn};
 use crate::error::{Error, Result};
 

@@ -1,14 +1,65 @@
-//! Collection: from ranked nodes to the episodes returned (concepts standing for their
-//! episodes, a turn's passages together), and what of a result a context budget hands over.
-//! Must not score.
+//! Collection: from a node ranking to the episodes returned (concepts standing for their
+//! episodes, a turn's passages together, only the episodes a query allows), scoring only the
+//! window of nodes whose bound could still place them. Must not score by itself (the caller
+//! passes the scores).
 
-use super::*;
+use super::memory::Ctx;
+use super::mode::Mode;
+use super::query::Query;
+use super::result::{Hit, Signals};
+use crate::graph::NodeRef;
+use crate::parallel::select_top;
 
-impl Memory {
+/// The collecting stage.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Collector<'a>(pub(super) Ctx<'a>);
+
+impl Collector<'_> {
+    /// The episode of an episode node; `u32::MAX` for a concept.
     pub(super) fn episode_of(&self, node: u32) -> u32 {
-        match self.graph.nodes[node as usize] {
+        match self.0.m.graph.nodes[node as usize] {
             NodeRef::Episode(e) => e,
             NodeRef::Concept(_) => u32::MAX,
+        }
+    }
+
+    /// The result's episodes: nodes are taken best first (score descending, then node id)
+    /// through [`Collector::expand`] until `mode`'s depth of episodes is in
+    /// ([`super::RetrieveConfig::depth`]: `top_k`, or the rerank pool of `synapse-gnn`). `bound`
+    /// holds each node's score when `exact`, otherwise an upper bound of it; `score` gives a
+    /// node's exact score; concepts stand for their episodes where `mode`
+    /// [ranks concepts](Mode::ranks_concepts).
+    /// Only a window of the best bounds is scored, widened until every node outside it is
+    /// bounded below the last node the result used, so the result is the full ranking's.
+    /// Returns the hits and the top-ranked node.
+    pub(super) fn rank_hits(
+        &self,
+        query: &Query,
+        mode: Mode,
+        bound: &[f32],
+        exact: bool,
+        score: &dyn Fn(u32) -> f32,
+        signals: &dyn Fn(usize, f32) -> Signals,
+    ) -> (Vec<Hit>, Option<u32>) {
+        let n = bound.len();
+        let top_k = self.0.config.depth(mode);
+        let mut window = (4 * top_k + 64).min(n);
+        loop {
+            let (chosen, next) = select_top(bound, window);
+            let mut order: Vec<(u32, f32)> =
+                chosen.into_iter().map(|i| (i, if exact { bound[i as usize] } else { score(i) })).collect();
+            if !exact {
+                order.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
+            }
+            let (hits, used) = self.expand(query, &order, top_k, mode.ranks_concepts(), score, signals);
+            let settled = match next {
+                None => true,
+                Some(next) => hits.len() >= top_k && (exact || order[used - 1].1 > next),
+            };
+            if settled {
+                return (hits, order.first().map(|o| o.0));
+            }
+            window = (window * 4).min(n);
         }
     }
 
@@ -28,8 +79,9 @@ impl Memory {
         score: &dyn Fn(u32) -> f32,
         signals: &dyn Fn(usize, f32) -> Signals,
     ) -> (Vec<Hit>, usize) {
-        let mut taken = vec![false; self.episodes.len()];
-        let free = |taken: &[bool], e: u32| !taken[self.turns[e as usize] as usize] && query.allows(e);
+        let Ctx { m, config } = self.0;
+        let mut taken = vec![false; m.episodes.len()];
+        let free = |taken: &[bool], e: u32| !taken[m.turns[e as usize] as usize] && query.allows(e);
         let mut hits = Vec::with_capacity(k);
         let mut used = 0;
         for &(i, s) in order {
@@ -37,9 +89,9 @@ impl Memory {
                 break;
             }
             used += 1;
-            let episode = match self.graph.nodes[i as usize] {
+            let episode = match m.graph.nodes[i as usize] {
                 NodeRef::Episode(e) => Some(e),
-                NodeRef::Concept(_) if concepts && self.config.concepts_in_results => self.concept_episodes[i as usize]
+                NodeRef::Concept(_) if concepts && config.concepts_in_results => m.concept_episodes[i as usize]
                     .iter()
                     .copied()
                     .filter(|&e| free(&taken, self.episode_of(e)))
@@ -51,100 +103,10 @@ impl Memory {
             if let Some(e) = episode
                 && free(&taken, e)
             {
-                taken[self.turns[e as usize] as usize] = true;
+                taken[m.turns[e as usize] as usize] = true;
                 hits.push(Hit { episode: e, node: i, signals: signals(i as usize, s) });
             }
         }
         (hits, used)
-    }
-
-    /// `r` cut to what the context budget (`max_context_tokens`) hands over: its best hits
-    /// while their tokens fit ([`Retrieval::within_budget`]), each episode's embedded text
-    /// counted by `count` (the embedder's tokenizer, `Embedder::token_count`, as `eval`
-    /// counts context; the same function for the memory's life: an episode is counted once,
-    /// the first time it is handed over, and its count kept).
-    pub fn hand_over(&self, mut r: Retrieval, count: impl Fn(&str) -> Result<usize>) -> Result<Retrieval> {
-        // Counted lazily: the episodes after the first that does not fit are never tokenised.
-        let tokens = r.hits.iter().map(|h| {
-            let kept = &self.tokens[h.episode as usize];
-            match kept.get() {
-                Some(&n) => Ok(n),
-                None => count(&self.episodes[h.episode as usize].embedding_text()).map(|n| *kept.get_or_init(|| n)),
-            }
-        });
-        let handed = r.within_budget(self.config.max_context_tokens, tokens)?;
-        r.hits.truncate(handed);
-        Ok(r)
-    }
-
-    /// The first passage's episode of each episode's turn (itself for a whole turn).
-    pub fn turns(&self) -> &[u32] {
-        &self.turns
-    }
-}
-
-impl Retrieval {
-    /// How many of the best hits a budget of `max_tokens` hands over (`tokens` yields hit i's
-    /// tokens i-th, and is read only as far as the run goes): the longest run from the best, in
-    /// score order, whose tokens fit, and at least one; every hit without a budget.
-    pub fn within_budget(
-        &self,
-        max_tokens: Option<usize>,
-        tokens: impl IntoIterator<Item = Result<usize>>,
-    ) -> Result<usize> {
-        Retrieval::budget_run(self.hits.len(), max_tokens, tokens)
-    }
-
-    /// [`Retrieval::within_budget`] for any `hits` results best first (a peer's in `eval`).
-    pub fn budget_run(
-        hits: usize,
-        max_tokens: Option<usize>,
-        tokens: impl IntoIterator<Item = Result<usize>>,
-    ) -> Result<usize> {
-        let Some(budget) = max_tokens else { return Ok(hits) };
-        let (mut used, mut fitting) = (0, 0);
-        for t in tokens.into_iter().take(hits) {
-            used += t?;
-            if used > budget {
-                break;
-            }
-            fitting += 1;
-        }
-        Ok(fitting.max(1).min(hits))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_budget_keeps_the_best_hits_that_fit_and_never_nothing() {
-        let hit = |episode| Hit {
-            episode,
-            node: episode,
-            signals: Signals { dense: 0.0, bm25: 0.0, activation: None, pagerank: None, relevance: None, score: 0.0 },
-        };
-        let r = Retrieval {
-            mode: Mode::Synapse,
-            hits: (0..5).map(hit).collect(),
-            confidence: 1.0,
-            rejected: false,
-            anchors: vec![],
-        };
-        let tokens = || [300, 500, 100, 50, 900].map(Ok);
-        assert_eq!(r.within_budget(None, tokens()).unwrap(), 5);
-        assert_eq!(r.within_budget(Some(1000), tokens()).unwrap(), 4, "300 + 500 + 100 + 50; the 900 does not fit");
-        assert_eq!(r.within_budget(Some(850), tokens()).unwrap(), 2, "the 100 would fit alone but the run stops at it");
-        assert_eq!(r.within_budget(Some(800), tokens()).unwrap(), 2);
-        assert_eq!(r.within_budget(Some(10), tokens()).unwrap(), 1, "the best hit even when it alone is over");
-        let empty = Retrieval { hits: vec![], ..r.clone() };
-        assert_eq!(empty.within_budget(Some(10), tokens()).unwrap(), 0);
-        // Only the run is read: a count that fails past the first hit over the budget is
-        // never asked for; one inside the run is an error.
-        let failing =
-            |at: usize| (0..5).map(move |i| if i == at { Err(Error::Tokenizer("x".into())) } else { Ok(300) });
-        assert_eq!(r.within_budget(Some(650), failing(3)).unwrap(), 2);
-        assert!(r.within_budget(Some(650), failing(1)).is_err());
     }
 }

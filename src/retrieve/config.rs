@@ -1,5 +1,6 @@
-//! What retrieval is asked to do: the [`Mode`]s (their CLI names) and the [`RetrieveConfig`]
-//! every mode reads, with its defaults and checks. Must not retrieve.
+//! What retrieval is asked to do: the [`Gate`] and the [`RetrieveConfig`] every mode reads,
+//! with its defaults and checks, and what a mode's plan makes of them (its depth, dynamics and
+//! GPU settings). Must not retrieve.
 
 use std::path::PathBuf;
 
@@ -7,116 +8,16 @@ use serde::{Deserialize, Serialize};
 
 use super::bm25;
 use super::index::IndexConfig;
+use super::mode::Mode;
 use crate::activation::ActivationConfig;
 use crate::error::{Error, Result};
 use crate::gnn::Shipped;
 use crate::gpu::layout::MAX_LIST;
-use crate::gpu::ranker::RankSettings;
-
-/// A retrieval mode; the names are the CLI values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Mode {
-    /// MiniLM cosine only.
-    Dense,
-    /// BM25 only.
-    Bm25,
-    /// Reciprocal-rank fusion of dense and BM25.
-    Rrf,
-    /// 0.5·dense + 0.3·BM25 + 0.2·importance (Mnemosyne).
-    Linear,
-    /// Personalised PageRank from the anchors over the memory graph (HippoRAG style).
-    Ppr,
-    /// The full method.
-    Synapse,
-    /// Synapse with the learned GraphSAGE relevance as a fourth signal, reranking its result.
-    SynapseGnn,
-    /// Synapse without lateral inhibition (β = 0).
-    NoInhibition,
-    /// Synapse without the fan effect (fan = 1).
-    NoFan,
-    /// Synapse without decay (δ = 0).
-    NoDecay,
-    /// Synapse without edges (no propagation, no PageRank).
-    NoGraph,
-}
-
-impl Mode {
-    /// Every mode, in report order.
-    pub const ALL: [Mode; 11] = [
-        Mode::Dense,
-        Mode::Bm25,
-        Mode::Rrf,
-        Mode::Linear,
-        Mode::Ppr,
-        Mode::Synapse,
-        Mode::SynapseGnn,
-        Mode::NoInhibition,
-        Mode::NoFan,
-        Mode::NoDecay,
-        Mode::NoGraph,
-    ];
-
-    /// CLI name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Dense => "dense",
-            Mode::Bm25 => "bm25",
-            Mode::Rrf => "rrf",
-            Mode::Linear => "linear",
-            Mode::Ppr => "ppr",
-            Mode::Synapse => "synapse",
-            Mode::SynapseGnn => "synapse-gnn",
-            Mode::NoInhibition => "no-inhibition",
-            Mode::NoFan => "no-fan",
-            Mode::NoDecay => "no-decay",
-            Mode::NoGraph => "no-graph",
-        }
-    }
-
-    /// Parses a CLI name.
-    pub fn parse(s: &str) -> Result<Mode> {
-        Mode::ALL.into_iter().find(|m| m.as_str() == s).ok_or_else(|| {
-            let names: Vec<&str> = Mode::ALL.iter().map(|m| m.as_str()).collect();
-            Error::InvalidArgument(format!("unknown mode '{s}' (one of: {})", names.join(", ")))
-        })
-    }
-
-    /// Synapse or one of its ablations: runs the activation dynamics, gated by activation.
-    pub fn is_synapse(self) -> bool {
-        matches!(
-            self,
-            Mode::Synapse | Mode::SynapseGnn | Mode::NoInhibition | Mode::NoFan | Mode::NoDecay | Mode::NoGraph
-        )
-    }
-
-    /// Ranks the graph's nodes, concepts among them (a concept in the ranking stands for its
-    /// best free episode), rather than episodes alone as the baselines `dense`, `bm25`, `rrf`
-    /// and `linear` do.
-    pub fn ranks_concepts(self) -> bool {
-        !matches!(self, Mode::Dense | Mode::Bm25 | Mode::Rrf | Mode::Linear)
-    }
-}
-
-/// The names of [`Mode::as_str`] as the command line's values (`--mode`, `--modes`).
-impl clap::ValueEnum for Mode {
-    fn value_variants<'a>() -> &'a [Self] {
-        &Mode::ALL
-    }
-
-    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
-        Some(clap::builder::PossibleValue::new(self.as_str()))
-    }
-}
-
-impl std::fmt::Display for Mode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+use crate::gpu::request::RankSettings;
 
 /// Which gate decides whether a result is rejected.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum Gate {
     /// The learned "feeling of knowing": a model of whether the memory holds the answer,
@@ -289,10 +190,7 @@ impl RetrieveConfig {
     /// How many episodes `mode` ranks before anything cuts them to `top_k`: the rerank pool
     /// (`gnn.pool`, at least `top_k`) for `synapse-gnn`, `top_k` for every other mode.
     pub fn depth(&self, mode: Mode) -> usize {
-        match mode {
-            Mode::SynapseGnn => self.top_k.max(self.gnn.pool),
-            _ => self.top_k,
-        }
+        if mode.plan().rerank { self.top_k.max(self.gnn.pool) } else { self.top_k }
     }
 
     /// Rejects settings retrieval cannot run with.
@@ -333,11 +231,15 @@ impl RetrieveConfig {
     /// The dynamics a synapse-family mode runs with.
     pub fn activation_for(&self, mode: Mode) -> ActivationConfig {
         let mut a = self.activation.clone();
-        match mode {
-            Mode::NoInhibition => a.inhibition_beta = 0.0,
-            Mode::NoFan => a.fan_effect = false,
-            Mode::NoDecay => a.decay = 0.0,
-            _ => {}
+        let keeps = mode.plan().dynamics;
+        if !keeps.inhibition {
+            a.inhibition_beta = 0.0;
+        }
+        if !keeps.fan {
+            a.fan_effect = false;
+        }
+        if !keeps.decay {
+            a.decay = 0.0;
         }
         a
     }
@@ -352,6 +254,7 @@ impl RetrieveConfig {
         let c = self;
         let a = c.activation_for(mode);
         let depth = c.depth(mode);
+        let keeps = mode.plan().dynamics;
         Some(RankSettings {
             steps: a.steps,
             decay: a.decay,
@@ -362,9 +265,9 @@ impl RetrieveConfig {
             alpha: c.alpha,
             lexical_weight: c.lexical_weight,
             lambdas: [c.lambda_similarity, c.lambda_activation, c.lambda_pagerank],
-            edges: mode != Mode::NoGraph,
-            no_fan: mode == Mode::NoFan,
-            pagerank: mode != Mode::NoGraph,
+            edges: keeps.graph,
+            no_fan: !keeps.fan,
+            pagerank: keeps.graph,
             anchor_k: c.anchor_k,
             out_k: (4 * depth).max(depth + 64).min(MAX_LIST),
             top_k: depth,

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::{Explanation, Lexical, Memory, Mode, Query, Retrieval, RetrieveConfig};
+use super::{Explanation, GpuBridge, Lexical, Memory, Mode, Query, Retrieval, RetrieveConfig};
 use crate::error::{Error, Result};
 use crate::gpu::corpus::Corpus;
 use crate::gpu::ranker::{RankQuery, Ranker};
@@ -59,7 +59,7 @@ fn upload(memories: &[Memory], gpu: &Gpu) -> Result<Corpus> {
             memories[0].conversation()
         )));
     }
-    let inputs: Vec<_> = memories.iter().map(Memory::gpu_input).collect();
+    let inputs: Vec<_> = memories.iter().map(|m| GpuBridge::of(m).input()).collect();
     Corpus::upload(gpu, &inputs)
 }
 
@@ -186,7 +186,7 @@ impl Engine {
     }
 
     /// The GPU ranker, to adjust (tests).
-    #[doc(hidden)]
+    #[cfg(any(test, feature = "testing"))]
     pub fn ranker_mut(&mut self) -> Option<&mut Ranker> {
         self.ranker.as_mut()
     }
@@ -268,10 +268,12 @@ pub fn retrieve_on(
         }
         Ok(out.into_iter().flatten().collect())
     };
-    let (Some(ranker), Some(settings)) = (ranker, requests.first().and_then(|(_, m, _)| m.rank_settings(mode))) else {
+    let (Some(ranker), Some(settings)) =
+        (ranker, requests.first().and_then(|(_, m, _)| m.config().rank_settings(mode)))
+    else {
         return Ok((cpu(requests)?, report));
     };
-    let lexical: Vec<_> = requests.par_iter().map(|&(_, m, q)| m.lexical(q)).collect();
+    let lexical: Vec<_> = requests.par_iter().map(|&(_, m, q)| GpuBridge::of(m).lexical(q)).collect();
     let queries: Vec<RankQuery> =
         requests.iter().zip(&lexical).map(|(&(g, _, q), l)| rank_query(g as usize, q, l)).collect();
     match ranker.rank(&queries, &settings) {
@@ -283,7 +285,7 @@ pub fn retrieve_on(
                 .par_iter()
                 .zip(&lexical)
                 .zip(&ranked)
-                .map(|((&(_, m, q), l), r)| m.finish(q, l, r, mode))
+                .map(|((&(_, m, q), l), r)| GpuBridge::of(m).finish(q, l, r, mode))
                 .collect();
             report.completed_on_cpu = finished.iter().filter(|r| r.is_none()).count();
             // The learned signal (synapse-gnn) reranks on the CPU, as it does after a CPU ranking.

@@ -1,24 +1,29 @@
 //! Why each episode surfaced: anchors, activation per step, inhibition, the path from an
-//! anchor. Must not change what retrieval returns.
+//! anchor, read off a traced run of the dynamics. Must not change what retrieval returns.
 
-use super::*;
+use super::memory::Ctx;
+use super::result::{Explanation, Retrieval};
+use super::signals::Base;
+use super::spread::Spread;
+use crate::activation::Trace;
+use crate::score::rank_order;
 
-impl Memory {
-    /// Runs one query in a synapse mode and explains each returned episode's node.
-    pub fn explain(&self, query: &Query, mode: Mode) -> Result<(Retrieval, Vec<Explanation>)> {
-        let mut trace = Trace::default();
-        let base = self.base(query);
-        let r = self.learned(query, self.run(query, &base, mode, Some(&mut trace)))?;
-        if !mode.is_synapse() {
-            return Ok((r, Vec::new()));
-        }
+/// The explaining stage.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Explainer<'a>(pub(super) Ctx<'a>);
+
+impl Explainer<'_> {
+    /// Explains each returned episode's node of `r`, a synapse-family result whose scan
+    /// computed `base` and whose dynamics `trace` recorded.
+    pub(super) fn explanations(&self, r: &Retrieval, base: &Base, trace: &Trace) -> Vec<Explanation> {
+        let Ctx { config, .. } = self.0;
+        let mode = r.mode;
         let dense_rank = rank_order(&base.dense);
         let bm25_rank = rank_order(&base.bm25);
-        let k = self.config.anchor_k;
-        let spreading = self.spreading_for(mode);
-        let decay = self.config.activation_for(mode).decay;
-        let explanations = r
-            .hits
+        let k = config.anchor_k;
+        let spreading = Spread(self.0).spreading(mode);
+        let decay = config.activation_for(mode).decay;
+        r.hits
             .iter()
             .map(|h| {
                 let i = h.node as usize;
@@ -50,7 +55,6 @@ impl Memory {
                     path,
                 }
             })
-            .collect();
-        Ok((r, explanations))
+            .collect()
     }
 }

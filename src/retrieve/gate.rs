@@ -1,184 +1,115 @@
-//! The gates: the paper's (a result whose top activation, scaled by whether the speaker a
-//! question names said the best episodes, is under τ_gate is rejected) and the learned one
-//! (what retrieval knows about the query's `synapse` ranking, through the `knowing` model).
-//! Must not rank.
+//! The learned gate ("feeling of knowing"): what retrieval knows about a query's `synapse`
+//! ranking, as named features ([`KnowingFeatures`]: who said the turns that hold what the
+//! question asks against the speaker it names, how much of its words the best turns and the
+//! memory hold, the activation and score of the best, the memory's size), through the
+//! `knowing` model, read by name. Must not rank (the pipeline hands it `synapse`'s ranking).
 
-use super::*;
-use crate::graph::extract::{WordSet, is_stop};
-use crate::knowing::GateModel;
+use std::sync::Arc;
 
-/// Words by which a speaker speaks of themselves ("I", "my", "we").
-static FIRST_PERSON: WordSet = WordSet::new(include_str!("words/first_person.txt"));
-/// Words by which a speaker speaks of the one they talk to ("you", "your").
-static SECOND_PERSON: WordSet = WordSet::new(include_str!("words/second_person.txt"));
+use super::memory::{Ctx, Memory, loaded};
+use super::query::Query;
+use super::result::Retrieval;
+use super::signals::Similarity;
+use super::verdict::{ActivationGate, Verdict};
+use super::words::{Words, held_share, holds};
+use crate::error::Result;
+use crate::graph::NodeRef;
+use crate::knowing::{BoundGate, GateModel};
+use crate::score::similarity;
 
-/// Whether a turn speaks of its listener rather than of its speaker: more second-person words
-/// than first-person ones ("Your hoodies look great!" is about the listener's hoodies, "I made
-/// a limited line of hoodies" about the speaker's). Whose fact a turn states is what an
-/// adversarial question swaps.
-pub fn speaks_of_listener(text: &str) -> bool {
-    let apostrophe = |c: char| c == '\'' || c == '\u{2019}';
-    let (mut first, mut second) = (0usize, 0usize);
-    // Each word lower-cased, its curly apostrophes straight, into one buffer.
-    let mut word = String::new();
-    for raw in text.split(|c: char| !(c.is_alphanumeric() || apostrophe(c))) {
-        // No person word is longer than "yourselves": longer words are not lower-cased.
-        if raw.len() > 16 {
-            continue;
+/// Declares [`KnowingFeatures`], one `f32` field per feature, with its names in field order.
+macro_rules! knowing_features {
+    ($($(#[doc = $doc:literal])* $name:ident,)*) => {
+        /// The learned gate's inputs, by name (a gate model's file lists the names it takes and
+        /// is read by them; see [`LearnedGate::features`]). "Coverage" is the share of the
+        /// question's content words (weighted by idf; the speakers' names, the extractor's stop words and one-letter pieces
+        /// left out) that a turn holds; "window" counts a turn with its neighbours; "named" and
+        /// "other" split turns by whether the speaker the question names said them (both are the
+        /// overall value when it names none); "owned" splits them instead by whose fact a turn
+        /// states: the speaker's own, or, for a turn that speaks of its listener
+        /// ([`super::words::speaks_of_listener`]), the listener's (0 when it names none), and "share_owned" is the
+        /// named speaker's share of the best covering turns' facts; "blind" is the similarity of a
+        /// turn to the question with the speakers' names left out of the lexical side (its cosine,
+        /// and the BM25 of the content words), over the returned turns and the best covering ones.
+        #[derive(Debug, Clone, Copy, Default, PartialEq)]
+        pub struct KnowingFeatures {
+            $($(#[doc = $doc])* pub $name: f32,)*
         }
-        word.clear();
-        word.extend(
-            raw.trim_matches(apostrophe)
-                .chars()
-                .map(|c| if apostrophe(c) { '\'' } else { c })
-                .flat_map(char::to_lowercase),
-        );
-        first += FIRST_PERSON.contains(&word) as usize;
-        second += SECOND_PERSON.contains(&word) as usize;
-    }
-    second > first
+
+        impl KnowingFeatures {
+            /// The features' names, in the order of [`KnowingFeatures::values`].
+            pub const NAMES: &[&str] = &[$(stringify!($name)),*];
+
+            /// The values, in the order of [`KnowingFeatures::NAMES`].
+            pub fn values(&self) -> Vec<f32> {
+                vec![$(self.$name),*]
+            }
+        }
+    };
 }
 
-impl Memory {
-    /// The learned gate's model: the settings' file, or the shipped model. Loaded on first
-    /// use; a missing file or one that takes other features is an error, on every call.
-    pub fn gate_model(&self) -> Result<&Arc<GateModel>> {
-        self.knowing
-            .get_or_init(|| {
-                let (model, source) = match &self.config.gate_model {
-                    Some(path) => (GateModel::load(path), path.display().to_string()),
-                    None => (GateModel::shipped().cloned(), crate::knowing::SHIPPED_NAME.to_string()),
-                };
-                let message = |e: Error| match e {
-                    Error::Model(m) => m,
-                    other => other.to_string(),
-                };
-                let model = model.map_err(message)?;
-                model.check(&KNOWING_FEATURES, &source).map_err(message)?;
-                Ok(Arc::new(model))
-            })
-            .as_ref()
-            .map_err(|e| Error::Model(e.clone()))
-    }
-
-    /// The threshold the configured gate rejects a result of `mode` under (`None`: the
-    /// activation gate never rejects a baseline's result).
-    pub fn rejection_threshold(&self, mode: Mode) -> Result<Option<f32>> {
-        Ok(match self.config.gate {
-            Gate::Learned => Some(self.learned_threshold(self.gate_model()?) as f32),
-            Gate::Activation => mode.is_synapse().then_some(self.config.gate_threshold),
-        })
-    }
-
-    /// The learned gate's threshold: the setting's, else the model's own.
-    fn learned_threshold(&self, model: &GateModel) -> f64 {
-        self.config.gate_model_threshold.map_or(model.threshold, f64::from)
-    }
-
-    /// The learned gate's verdict on a result, when the settings choose it (`None`
-    /// otherwise): its confidence and whether it is rejected (the confidence is under the
-    /// threshold). The features come from `synapse`'s ranking of the query: `r` itself for
-    /// `synapse`, and for `synapse-gnn` before its rerank (the same ranking); any other mode
-    /// has it ranked for the purpose. The gate therefore reads nothing learned but its own
-    /// weights, and a result's verdict does not depend on the mode that ranked it.
-    pub(super) fn know(&self, query: &Query, r: &Retrieval) -> Result<Option<(f32, bool)>> {
-        if self.config.gate != Gate::Learned {
-            return Ok(None);
-        }
-        if !matches!(r.mode, Mode::Synapse | Mode::SynapseGnn) {
-            let known = self.retrieve(query, Mode::Synapse)?;
-            return Ok(Some((known.confidence, known.rejected)));
-        }
-        let model = self.gate_model()?;
-        let confidence = model.confidence(&self.knowing_features(query, r));
-        Ok(Some((confidence, (confidence as f64) < self.learned_threshold(model))))
-    }
-
-    /// Applies the speaker check to the confidence and, in synapse modes, the threshold.
-    pub(super) fn gate(&self, query: &Query, mut r: Retrieval) -> Retrieval {
-        if self.config.speaker_check
-            && let Some(ratio) = self.speaker_agreement(query, self.gated(&r))
-        {
-            r.confidence *= ratio;
-        }
-        r.rejected = r.mode.is_synapse() && r.confidence < self.config.gate_threshold;
-        r
-    }
-
-    /// What both gates see of a result: its first `top_k` hits, so that `synapse-gnn`, which
-    /// ranks a deeper pool for its rerank ([`RetrieveConfig::depth`]), is gated as `synapse`.
-    fn gated<'a>(&self, r: &'a Retrieval) -> &'a [Hit] {
-        &r.hits[..r.hits.len().min(self.config.top_k)]
-    }
-
-    /// When the query names exactly one of the conversation's speakers: the score of the best
-    /// returned episode that speaker said, divided by the best score (0 when they said none of
-    /// them). `None` when the query names no speaker or several.
-    pub fn speaker_agreement(&self, query: &Query, hits: &[Hit]) -> Option<f32> {
-        let speaker = self.named_speaker(query)?;
-        let top = hits.first()?.signals.score;
-        let own = hits.iter().find(|h| self.said_by[h.episode as usize] == speaker).map_or(0.0, |h| h.signals.score);
-        Some(if top > 0.0 { (own / top).clamp(0.0, 1.0) } else { 0.0 })
-    }
-
-    /// The one speaker of the conversation the query names (first name, lower case), if it
-    /// names exactly one.
-    pub(super) fn named_speaker(&self, query: &Query) -> Option<String> {
-        let words: Vec<String> = query
-            .text
-            .split(|c: char| !c.is_alphanumeric())
-            .map(|w| w.to_lowercase())
-            .filter(|w| !w.is_empty())
-            .collect();
-        let named: Vec<&String> = self.speakers.iter().filter(|s| words.contains(s)).collect();
-        let [speaker] = named.as_slice() else { return None };
-        Some((*speaker).clone())
-    }
+knowing_features! {
+    /// Whether the question names one of the conversation's speakers (1) or not (0).
+    named,
+    /// Coverage of the top returned turn.
+    coverage_top,
+    /// Best coverage among the returned turns the named speaker said.
+    coverage_named,
+    /// Best coverage among the returned turns the other speakers said.
+    coverage_other,
+    /// The share of the content words' idf that any turn of the memory holds.
+    memory_coverage,
+    /// Best coverage of any turn in the memory.
+    best_coverage,
+    /// Best coverage of a turn the named speaker said.
+    best_named,
+    /// Best coverage of a turn another speaker said.
+    best_other,
+    /// Best coverage of a turn with its neighbours.
+    best_window,
+    /// Best window coverage of a turn the named speaker said.
+    window_named,
+    /// Best window coverage of a turn another speaker said.
+    window_other,
+    /// Whether the best covering turn was said by the named speaker (+1) or not (−1).
+    best_by_named,
+    /// Whether the most similar turn, blind to names, was said by the named speaker (±1).
+    blind_by_named,
+    /// Best blind similarity of a turn the named speaker said.
+    blind_named,
+    /// Best blind similarity of a turn another speaker said.
+    blind_other,
+    /// The largest idf of a content word the best covering turn lacks, over the largest idf.
+    missing_best,
+    /// The share of content words no turn holds.
+    unknown_terms,
+    /// The top returned node's activation.
+    activation,
+    /// The relative margin of the best score over the second.
+    margin,
+    /// The best returned BM25 over the query terms' summed idf.
+    bm25_max,
+    /// ln(1 + content words).
+    terms,
+    /// The speaker agreement of the returned turns (1 when no one is named).
+    speaker_agreement,
+    /// ln(1 + episodes) / 10.
+    log_episodes,
+    /// Best coverage of a turn stating the named speaker's fact.
+    owned_named,
+    /// Best coverage of a turn stating another's fact.
+    owned_other,
+    /// Best window coverage of a turn stating the named speaker's fact.
+    window_owned_named,
+    /// Best window coverage of a turn stating another's fact.
+    window_owned_other,
+    /// Whether the best covering turn states the named speaker's fact (±1).
+    best_owned_by_named,
+    /// Whether the most similar turn, blind to names, states the named speaker's fact (±1).
+    blind_owned_by_named,
+    /// The named speaker's share of the best covering turns' facts.
+    share_owned,
 }
-
-/// The learned gate's inputs, in order (a gate model's card lists them; see
-/// [`Memory::knowing_features`]). "Coverage" is the share of the question's content words
-/// (weighted by idf; the speakers' names, the extractor's stop words and one-letter pieces
-/// left out) that a turn holds; "window" counts a turn with its neighbours; "named" and
-/// "other" split turns by whether the speaker the question names said them (both are the
-/// overall value when it names none); "owned" splits them instead by whose fact a turn
-/// states: the speaker's own, or, for a turn that speaks of its listener
-/// ([`speaks_of_listener`]), the listener's (0 when it names none), and "share_owned" is the
-/// named speaker's share of the best covering turns' facts; "blind" is the similarity of a
-/// turn to the question with the speakers' names left out of the lexical side (its cosine,
-/// and the BM25 of the content words), over the returned turns and the best covering ones.
-pub const KNOWING_FEATURES: [&str; 30] = [
-    "named",
-    "coverage_top",
-    "coverage_named",
-    "coverage_other",
-    "memory_coverage",
-    "best_coverage",
-    "best_named",
-    "best_other",
-    "best_window",
-    "window_named",
-    "window_other",
-    "best_by_named",
-    "blind_by_named",
-    "blind_named",
-    "blind_other",
-    "missing_best",
-    "unknown_terms",
-    "activation",
-    "margin",
-    "bm25_max",
-    "terms",
-    "speaker_agreement",
-    "log_episodes",
-    "owned_named",
-    "owned_other",
-    "window_owned_named",
-    "window_owned_other",
-    "best_owned_by_named",
-    "blind_owned_by_named",
-    "share_owned",
-];
 
 /// Returned episodes the learned gate looks at, best first.
 pub const KNOWING_DEPTH: usize = 10;
@@ -189,30 +120,60 @@ const WINDOWS: usize = 50;
 /// Turns, best covering first, over which the named speaker's share of facts is measured.
 const SHARE_DEPTH: usize = 10;
 
-impl Memory {
+/// The learned gate on one memory.
+#[derive(Debug, Clone, Copy)]
+pub struct LearnedGate<'a>(pub(super) Ctx<'a>);
+
+impl<'a> LearnedGate<'a> {
+    /// The learned gate of `memory`, with its own settings.
+    pub fn of(memory: &'a Memory) -> LearnedGate<'a> {
+        LearnedGate(memory.cx())
+    }
+
+    /// The gate's model: the settings' file, or the shipped model, bound by name to
+    /// [`KnowingFeatures::NAMES`]. Loaded on first use; a missing file or one that takes other
+    /// features is an error, on every call.
+    pub fn model(&self) -> Result<&'a Arc<BoundGate>> {
+        let Ctx { m, config } = self.0;
+        loaded(&m.knowing, || {
+            let (model, source) = match &config.gate_model {
+                Some(path) => (GateModel::load(path), path.display().to_string()),
+                None => (GateModel::shipped().cloned(), crate::knowing::SHIPPED_NAME.to_string()),
+            };
+            model?.bind(KnowingFeatures::NAMES, &source).map(Arc::new)
+        })
+    }
+
+    /// The gate's threshold: the setting's, else the model's own.
+    pub(super) fn threshold(&self, model: &BoundGate) -> f64 {
+        self.0.config.gate_model_threshold.map_or(model.model.threshold, f64::from)
+    }
+
     /// What the learned gate sees of a result (best first, as `synapse` ranks) and of the
     /// memory: who said the turns that hold what the question asks against the speaker it
     /// names, how much of the question's words the best returned episodes, the best turns of
     /// each speaker in the whole memory and the memory itself hold, the activation and score
-    /// of the best, their margin and the size of the memory. In [`KNOWING_FEATURES`] order.
-    pub fn knowing_features(&self, query: &Query, r: &Retrieval) -> Vec<f32> {
-        let hits = self.gated(r);
+    /// of the best, their margin and the size of the memory.
+    pub fn features(&self, query: &Query, r: &Retrieval) -> KnowingFeatures {
+        let Ctx { m, config } = self.0;
+        let (words, gate) = (Words(self.0), ActivationGate(self.0));
+        let hits = gate.gated(r);
         let top = &hits[..hits.len().min(KNOWING_DEPTH)];
-        let named = self.named_speaker(query);
-        let is_named = |e: u32| named.as_ref().is_some_and(|s| *s == self.said_by[e as usize]);
+        let named = words.named_speaker(query);
+        let is_named = |e: u32| named.as_ref().is_some_and(|s| *s == m.said_by[e as usize]);
         let max_of = |it: &mut dyn Iterator<Item = f32>| it.fold(0.0f32, f32::max);
-        let all_terms = self.bm25.term_postings(&query.terms);
-        let content = self.content_terms(query);
-        let terms = self.bm25.term_postings(&content);
+        let all_terms = m.bm25.term_postings(&query.terms);
+        let content = words.content_terms(query);
+        let terms = m.bm25.term_postings(&content);
         let total: f32 = terms.iter().map(|t| t.0).sum();
         let share = |x: f32| if total > 0.0 { x / total } else { 0.0 };
-        let node_of = |e: u32| self.episode_nodes[e as usize];
+        let node_of = |e: u32| m.episode_nodes[e as usize];
         let coverage = |e: u32| held_share(&terms, &[node_of(e)]);
         // Every episode holding a content word, with its coverage.
-        let mut held: Vec<Option<f32>> = vec![None; self.episodes.len()];
+        let mut held: Vec<Option<f32>> = vec![None; m.episodes.len()];
         for &(idf, postings) in &terms {
             for &(node, _) in postings {
-                if let NodeRef::Episode(e) = self.graph.nodes[node as usize] {
+                if let NodeRef::Episode(e) = m.graph.nodes[node as usize] {
                     *held[e as usize].get_or_insert(0.0) += idf;
                 }
             }
@@ -220,7 +181,7 @@ impl Memory {
         let mut best: Vec<(u32, f32)> =
             held.iter().enumerate().filter_map(|(e, x)| x.map(|x| (e as u32, share(x)))).collect();
         best.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        let window = |e: u32| held_share(&terms, &self.window_nodes(e));
+        let window = |e: u32| held_share(&terms, &words.window_nodes(e));
         let windows: Vec<(u32, f32)> = best.iter().take(WINDOWS).map(|&(e, _)| (e, window(e))).collect();
         // A list's best value, and its best over the turns `side` takes and the others (both
         // the best overall when the question names nobody).
@@ -247,22 +208,22 @@ impl Memory {
             _ => 0.0,
         };
         // Whose fact a turn states is the named speaker's.
-        let owned_by_named = |e: u32| named.as_ref().is_some_and(|s| self.owned_by(e, s));
+        let owned_by_named = |e: u32| named.as_ref().is_some_and(|s| words.owned_by(e, s));
         let (best_all, best_named, best_other) = split(&best, &is_named);
         let (window_all, window_named, window_other) = split(&windows, &is_named);
         // Who said what the question asks, blind to whom it names.
-        let mut content_bm25 = vec![0.0f32; self.graph.node_count()];
-        self.bm25.score_into(&content, &mut content_bm25);
+        let mut content_bm25 = vec![0.0f32; m.graph.node_count()];
+        m.bm25.score_into(&content, &mut content_bm25);
         let mut candidates: Vec<u32> =
             hits.iter().map(|h| h.episode).chain(best.iter().take(WINDOWS).map(|b| b.0)).collect();
         candidates.sort_unstable();
         candidates.dedup();
         let lexical = |e: u32| content_bm25[node_of(e) as usize];
         let max_lexical = max_of(&mut candidates.iter().map(|&e| lexical(e)));
-        let w = self.config.lexical_weight;
+        let w = config.lexical_weight;
         let mut blind: Vec<(u32, f32)> = candidates
             .iter()
-            .map(|&e| (e, similarity(self.node_dense(node_of(e), query), lexical(e), max_lexical, w)))
+            .map(|&e| (e, similarity(Similarity(self.0).node_dense(node_of(e), query), lexical(e), max_lexical, w)))
             .collect();
         blind.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         let (_, blind_named, blind_other) = split(&blind, &is_named);
@@ -294,7 +255,7 @@ impl Memory {
         let ranked: Vec<(u32, f32)> = top.iter().map(|h| (h.episode, coverage(h.episode))).collect();
         let (_, coverage_named, coverage_other) = split(&ranked, &is_named);
         let missing_best = best.first().map_or(1.0, |&(e, _)| {
-            let largest = self.bm25.largest_idf();
+            let largest = m.bm25.largest_idf();
             let missing = max_of(&mut terms.iter().filter(|t| !holds(t.1, node_of(e))).map(|t| t.0));
             if largest > 0.0 { missing / largest } else { 0.0 }
         });
@@ -305,80 +266,59 @@ impl Memory {
         let margin = if score(0).abs() > 0.0 { (score(0) - score(1)) / score(0).abs() } else { 0.0 };
         let all_idf: f32 = all_terms.iter().map(|t| t.0).sum();
         let bm25_max = max_of(&mut top.iter().map(|h| h.signals.bm25));
-        vec![
-            named.is_some() as u8 as f32,
-            first.map_or(0.0, |h| coverage(h.episode)),
+        KnowingFeatures {
+            named: named.is_some() as u8 as f32,
+            coverage_top: first.map_or(0.0, |h| coverage(h.episode)),
             coverage_named,
             coverage_other,
-            share(in_memory),
-            best_all,
+            memory_coverage: share(in_memory),
+            best_coverage: best_all,
             best_named,
             best_other,
-            window_all,
+            best_window: window_all,
             window_named,
             window_other,
-            sign(best.first().map(|b| b.0), &is_named),
-            sign(blind.first().map(|b| b.0), &is_named),
+            best_by_named: sign(best.first().map(|b| b.0), &is_named),
+            blind_by_named: sign(blind.first().map(|b| b.0), &is_named),
             blind_named,
             blind_other,
             missing_best,
-            unknown as f32 / terms.len().max(1) as f32,
-            first.and_then(|h| h.signals.activation).unwrap_or(0.0),
+            unknown_terms: unknown as f32 / terms.len().max(1) as f32,
+            activation: first.and_then(|h| h.signals.activation).unwrap_or(0.0),
             margin,
-            if all_idf > 0.0 { bm25_max / all_idf } else { 0.0 },
-            (terms.len() as f32).ln_1p(),
-            self.speaker_agreement(query, hits).unwrap_or(1.0),
-            (self.episodes.len() as f32).ln_1p() / 10.0,
+            bm25_max: if all_idf > 0.0 { bm25_max / all_idf } else { 0.0 },
+            terms: (terms.len() as f32).ln_1p(),
+            speaker_agreement: gate.speaker_agreement(query, hits).unwrap_or(1.0),
+            log_episodes: (m.episodes.len() as f32).ln_1p() / 10.0,
             owned_named,
             owned_other,
             window_owned_named,
             window_owned_other,
-            sign(best.first().map(|b| b.0), &owned_by_named),
-            sign(blind.first().map(|b| b.0), &owned_by_named),
+            best_owned_by_named: sign(best.first().map(|b| b.0), &owned_by_named),
+            blind_owned_by_named: sign(blind.first().map(|b| b.0), &owned_by_named),
             share_owned,
-        ]
+        }
     }
 }
 
-/// Whether a term's postings hold `node`.
-fn holds(postings: &[(u32, u32)], node: u32) -> bool {
-    postings.binary_search_by_key(&node, |p| p.0).is_ok()
-}
-
-/// The share of the idf of `terms` (idf and postings, as [`bm25::Bm25Index::term_postings`] gives them)
-/// that `nodes` hold between them; 0 without terms.
-pub(super) fn held_share(terms: &[(f32, &[(u32, u32)])], nodes: &[u32]) -> f32 {
-    let total: f32 = terms.iter().map(|t| t.0).sum();
-    let held: f32 = terms.iter().filter(|t| nodes.iter().any(|&n| holds(t.1, n))).map(|t| t.0).sum();
-    if total > 0.0 { held / total } else { 0.0 }
-}
-
-impl Memory {
-    /// The query's content words: its terms but a speaker's name, the extractor's stop words
-    /// and one-letter pieces of a contraction or a possessive (the analyzer splits "Maya's"
-    /// into "maya" and "s").
-    pub(super) fn content_terms(&self, query: &Query) -> Vec<String> {
-        let name_term = |t: &str| t.len() >= 3 && self.speakers.iter().any(|s| s.starts_with(t));
-        let content_word = |t: &str| t.chars().count() > 1 && !name_term(t) && !is_stop(t);
-        query.terms.iter().filter(|t| content_word(t)).cloned().collect()
-    }
-
-    /// The nodes of an episode's window: the turn and the turns before and after it.
-    pub(super) fn window_nodes(&self, e: u32) -> [u32; 3] {
-        let last = self.episodes.len().saturating_sub(1) as u32;
-        [e.saturating_sub(1), e, (e + 1).min(last)].map(|n| self.episode_nodes[n as usize])
-    }
-
-    /// Whether the fact episode `e` states is `speaker`'s: they said it of themselves, or the
-    /// other said it of them ([`speaks_of_listener`]).
-    pub(super) fn owned_by(&self, e: u32, speaker: &str) -> bool {
-        (self.said_by[e as usize] == speaker) != self.of_listener[e as usize]
+impl Verdict for LearnedGate<'_> {
+    /// The model's confidence from the features of `r`, which must be `synapse`'s ranking of
+    /// the query (`synapse-gnn`'s before its rerank is the same); rejected under the threshold.
+    fn judge(&self, query: &Query, r: &Retrieval) -> Result<(f32, bool)> {
+        let model = self.model()?;
+        let confidence = model.confidence(&self.features(query, r).values());
+        Ok((confidence, (confidence as f64) < self.threshold(model)))
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::embed::EMBEDDING_DIM;
+    use crate::graph::Graph;
+    use crate::retrieve::bm25::Analyzer;
+    use crate::retrieve::rerank::GnnRerank;
+    use crate::retrieve::{Memory, Mode, RetrieveConfig};
+    use crate::store::Episode;
 
     /// Four turns of two speakers, no edges; turn i's embedding is the i-th unit vector.
     fn memory() -> Memory {
@@ -418,7 +358,7 @@ mod tests {
         embedding[2] = 0.8;
         let query = Query::new(&mut Analyzer::new().unwrap(), text, embedding).unwrap();
         let r = memory.retrieve(&query, Mode::Synapse).unwrap();
-        KNOWING_FEATURES.iter().copied().zip(memory.knowing_features(&query, &r)).collect()
+        KnowingFeatures::NAMES.iter().copied().zip(LearnedGate::of(memory).features(&query, &r).values()).collect()
     }
 
     #[test]
@@ -429,7 +369,7 @@ mod tests {
         embedding[2] = 0.8;
         let query = Query::new(&mut Analyzer::new().unwrap(), "Which puppy did Bob adopt?", embedding).unwrap();
         let r = m.retrieve(&query, Mode::Synapse).unwrap();
-        let candidates = m.candidates(&query, &r);
+        let candidates = GnnRerank::of(&m).candidates(&query, &r);
         let turn = |e: u32| {
             let found = candidates.nodes.iter().find(|c| !c.concept && c.episodes == [e]);
             found.map(|c| (c.coverage, c.window, c.owned)).unwrap_or_else(|| panic!("turn {e} not a candidate"))
@@ -444,22 +384,6 @@ mod tests {
         // Bob's pottery class holds neither word, its window his congratulations' "puppy";
         // the fact is his own.
         assert_eq!(turn(2), (0.0, coverage, 1.0));
-    }
-
-    #[test]
-    fn person_word_lists_are_sorted_unique_and_lower_case() {
-        use crate::graph::extract::check_word_list_file;
-        check_word_list_file("first_person", include_str!("words/first_person.txt"), 1);
-        check_word_list_file("second_person", include_str!("words/second_person.txt"), 1);
-    }
-
-    #[test]
-    fn a_turn_speaks_of_its_listener_when_second_person_words_outnumber_first_person_ones() {
-        assert!(speaks_of_listener("Your hoodies look great!"));
-        assert!(speaks_of_listener("I\u{2019}m so proud of you, you did it"));
-        assert!(!speaks_of_listener("I made a limited line of hoodies for you."));
-        assert!(!speaks_of_listener("The bakery opens at nine."));
-        assert!(!speaks_of_listener("We've got YOURS? No, ours."));
     }
 
     #[test]
@@ -498,9 +422,9 @@ mod tests {
         assert_eq!(none["share_owned"], 0.0);
         assert!(none["best_named"] > 0.0, "{none:?}");
         // The shipped model trusts Alice's question more than Bob's.
-        let model = m.gate_model().unwrap();
+        let model = LearnedGate::of(&m).model().unwrap();
         let confidence = |f: &std::collections::HashMap<&str, f32>| {
-            model.confidence(&KNOWING_FEATURES.iter().map(|n| f[n]).collect::<Vec<_>>())
+            model.confidence(&KnowingFeatures::NAMES.iter().map(|n| f[n]).collect::<Vec<_>>())
         };
         assert!(confidence(&alice) > confidence(&bob) + 0.1, "{} vs {}", confidence(&alice), confidence(&bob));
     }

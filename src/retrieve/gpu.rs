@@ -1,40 +1,55 @@
-//! The GPU bridge: what a memory hands the GPU ranker (its graph, lexical evidence, settings)
-//! and how a GPU ranking becomes a [`Retrieval`]. Must not dispatch kernels (that is `gpu`).
+//! The GPU bridge: what a memory hands the GPU ranker (its graph, a query's lexical evidence)
+//! and how a GPU ranking becomes the [`Retrieval`] the CPU returns (the same collection
+//! signals and gate). Must not dispatch kernels (that is `gpu`) nor rerank.
 
-use super::*;
+use super::collect::Collector;
+use super::memory::{Ctx, Memory};
+use super::mode::Mode;
+use super::query::{Lexical, Query};
+use super::result::{Hit, Retrieval, Signals};
+use super::signals::Similarity;
+use super::verdict::ActivationGate;
+use crate::gpu::request::{GraphInput, Ranked};
+use crate::score::CONCEPT_TURN;
 
-impl Memory {
+/// One memory as the GPU ranking step sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct GpuBridge<'a>(Ctx<'a>);
+
+impl<'a> GpuBridge<'a> {
+    /// The bridge of `memory`, with its own settings.
+    pub fn of(memory: &'a Memory) -> GpuBridge<'a> {
+        GpuBridge(memory.cx())
+    }
+
     /// What the GPU ranking step needs of this memory's graph.
-    pub fn gpu_input(&self) -> GraphInput<'_> {
+    pub fn input(&self) -> GraphInput<'a> {
+        let m = self.0.m;
         GraphInput {
-            embeddings: &self.embeddings,
-            spreading: &self.spreading,
-            spreading_no_fan: &self.spreading_no_fan,
-            pagerank: &self.graph.pagerank,
-            links: &self.concept_episodes,
-            turns: &self.turn_nodes,
-            transition: &self.transition,
+            embeddings: &m.embeddings,
+            spreading: &m.spreading,
+            spreading_no_fan: &m.spreading_no_fan,
+            pagerank: &m.graph.pagerank,
+            links: &m.concept_episodes,
+            turns: &m.turn_nodes,
+            transition: &m.transition,
         }
     }
 
     /// A query's lexical evidence in the form the GPU takes: its non-zero BM25 scores and its
     /// BM25 anchors (the same values and anchors the CPU path uses).
     pub fn lexical(&self, query: &Query) -> Lexical {
-        let entries = self.bm25.score_sparse(&query.terms);
+        let Ctx { m, config } = self.0;
+        let entries = m.bm25.score_sparse(&query.terms);
         let mut ranked = entries.clone();
         ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         let anchors = ranked
             .into_iter()
-            .filter(|&(d, _)| self.config.concept_anchors || self.turn_nodes[d as usize] != CONCEPT_TURN)
-            .take(self.config.anchor_k)
+            .filter(|&(d, _)| config.concept_anchors || m.turn_nodes[d as usize] != CONCEPT_TURN)
+            .take(config.anchor_k)
             .map(|(d, _)| d)
             .collect();
         Lexical { entries, anchors }
-    }
-
-    /// The GPU settings of a synapse-family mode ([`RetrieveConfig::rank_settings`]).
-    pub fn rank_settings(&self, mode: Mode) -> Option<RankSettings> {
-        self.config.rank_settings(mode)
     }
 
     /// Turns the GPU's result for `query` into the retrieval the CPU returns. `None` when the
@@ -44,20 +59,22 @@ impl Memory {
         if !ranked.complete {
             return None;
         }
-        let graph_modes = mode != Mode::NoGraph;
+        let m = self.0.m;
+        let (collector, signals) = (Collector(self.0), Similarity(self.0));
+        let graph_modes = mode.plan().dynamics.graph;
         let hits = ranked
             .hits
             .iter()
             .map(|h| {
                 let i = h.node as usize;
                 Hit {
-                    episode: self.episode_of(h.episode_node),
+                    episode: collector.episode_of(h.episode_node),
                     node: h.node,
                     signals: Signals {
-                        dense: self.node_dense(h.node, query),
+                        dense: signals.node_dense(h.node, query),
                         bm25: lexical.score(h.node),
                         activation: Some(h.activation),
-                        pagerank: Some(if graph_modes { self.graph.pagerank[i] } else { 0.0 }),
+                        pagerank: Some(if graph_modes { m.graph.pagerank[i] } else { 0.0 }),
                         relevance: None,
                         score: h.score,
                     },
@@ -68,6 +85,7 @@ impl Memory {
         anchors.extend(&lexical.anchors);
         anchors.sort_unstable();
         anchors.dedup();
-        Some(self.gate(query, Retrieval { mode, hits, confidence: ranked.confidence, rejected: false, anchors }))
+        let r = Retrieval { mode, hits, confidence: ranked.confidence, rejected: false, anchors };
+        Some(ActivationGate(self.0).apply(query, r))
     }
 }

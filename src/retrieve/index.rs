@@ -12,6 +12,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::embed::EMBEDDING_DIM;
+use crate::simd::{self, Family};
 
 /// Margin added to every node's error bound so it survives f32 rounding.
 const BOUND_MARGIN: f32 = 1e-4;
@@ -131,7 +132,7 @@ impl DenseIndex {
     /// tests and benchmarks: every kernel gives the same integers, so the same bounds).
     /// `kernel` must be one of [`Kernel::available`]; another falls back to the portable one.
     pub fn bounds_on(&self, kernel: Kernel, queries: &[&[f32]]) -> Vec<Vec<f32>> {
-        let kernel = if Kernel::available().contains(&kernel) { kernel } else { Kernel::Portable };
+        let kernel = if kernel.runs_on(simd::features()) { kernel } else { Kernel::Portable };
         let queries: Vec<QueryCodes> = queries.iter().map(|q| QueryCodes::new(q)).collect();
         let mut out = vec![vec![0.0f32; self.len()]; queries.len()];
         let b = queries.len();
@@ -190,18 +191,15 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    /// The fastest kernel this CPU runs.
+    /// The fastest kernel this CPU runs ([`simd::best`]).
     pub fn detect() -> Kernel {
-        *Kernel::available().last().unwrap_or(&Kernel::Portable)
+        simd::best()
     }
 
-    /// Every kernel this CPU runs, slowest first.
+    /// Every kernel this CPU runs, slowest first ([`simd::available`], reversed).
     pub fn available() -> Vec<Kernel> {
-        let mut out = vec![Kernel::Portable];
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") {
-            out.push(Kernel::Avx2);
-        }
+        let mut out = simd::available::<Kernel>();
+        out.reverse();
         out
     }
 
@@ -210,16 +208,29 @@ impl Kernel {
     fn dots(self, codes: &[i8], queries: &[QueryCodes], out: &mut [i32]) {
         match self {
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx2 if std::arch::is_x86_feature_detected!("avx2") => {
+            Kernel::Avx2 if simd::features().avx2 => {
                 let wide: Vec<&[i16]> = queries.iter().map(|q| q.wide.as_slice()).collect();
-                // SAFETY: this CPU has AVX2 (checked just above), the only requirement of
-                // `avx2::dots`, which reads its slices through bounds-checked safe code.
+                // SAFETY: this CPU has AVX2 (`simd::features` found it, checked just above),
+                // the only requirement of `avx2::dots`, which reads its slices through
+                // bounds-checked safe code.
                 unsafe { avx2::dots(codes, &wide, out) }
             }
             _ => {
                 let codes_of: Vec<&[i8]> = queries.iter().map(|q| q.codes.as_slice()).collect();
                 portable_dots(codes, &codes_of, out)
             }
+        }
+    }
+}
+
+impl Family for Kernel {
+    const PORTABLE: Kernel = Kernel::Portable;
+    const ACCELERATED: &'static [Kernel] = &[Kernel::Avx2];
+
+    fn runs_on(self, cpu: &simd::Features) -> bool {
+        match self {
+            Kernel::Avx2 => cpu.avx2,
+            Kernel::Portable => true,
         }
     }
 }
@@ -375,23 +386,34 @@ mod tests {
         assert!(large.iter().enumerate().all(|(i, &b)| b >= exact(&e, i, &q)), "a bound under its cosine");
     }
 
-    /// Bounds of `queries` by every kernel this CPU runs, batched and one query at a time,
-    /// checked bit for bit against the portable kernel's one-query bounds.
+    /// `got` (`kernel`'s bounds) is `want` to the bit: as many queries, `nodes` bounds each.
+    fn same_bounds(kernel: Kernel, got: &[Vec<f32>], want: &[Vec<f32>], nodes: usize) {
+        assert_eq!(got.len(), want.len());
+        for (j, (b, r)) in got.iter().zip(want).enumerate() {
+            assert_eq!(b.len(), nodes);
+            for (i, (x, y)) in b.iter().zip(r).enumerate() {
+                assert_eq!(x.to_bits(), y.to_bits(), "{kernel:?}: query {j} of {}, node {i}", want.len());
+            }
+        }
+    }
+
+    /// Bounds of `queries` in one batch by every kernel this CPU runs, checked bit for bit
+    /// against the portable kernel's batch, itself checked bit for bit against the portable
+    /// kernel's bounds one query at a time.
     fn every_kernel_agrees(e: &[f32], queries: &[f32]) {
         let index = DenseIndex::build(e);
         let queries: Vec<&[f32]> = queries.chunks_exact(EMBEDDING_DIM).collect();
-        let reference: Vec<Vec<f32>> =
+        let Ok(portable) = simd::for_each_kernel(
+            |kernel: Kernel| index.bounds_on(kernel, &queries),
+            |kernel, batch: &Vec<Vec<f32>>, portable: &Vec<Vec<f32>>| -> Result<(), std::convert::Infallible> {
+                same_bounds(kernel, batch, portable, index.len());
+                Ok(())
+            },
+        );
+        let one_by_one: Vec<Vec<f32>> =
             queries.iter().map(|q| index.bounds_on(Kernel::Portable, &[q]).remove(0)).collect();
-        for kernel in Kernel::available() {
-            let batch = index.bounds_on(kernel, &queries);
-            assert_eq!(batch.len(), queries.len());
-            for (j, (b, r)) in batch.iter().zip(&reference).enumerate() {
-                assert_eq!(b.len(), index.len());
-                for (i, (x, y)) in b.iter().zip(r).enumerate() {
-                    assert_eq!(x.to_bits(), y.to_bits(), "{kernel:?}: query {j} of {}, node {i}", queries.len());
-                }
-            }
-        }
+        assert_eq!(portable.len(), queries.len());
+        same_bounds(Kernel::Portable, &portable, &one_by_one, index.len());
     }
 
     #[test]

@@ -2,8 +2,8 @@
 //! `/v2`, `/v3`, with and without the trailing slash its clients add).
 //!
 //! Owns routing, status codes and the token. Every error, whatever its status (a 405 and a
-//! body that does not parse included), is `{"detail": "..."}` with the status the README's
-//! table gives, and the server keeps serving. Must not parse mem0's fields (`serve::wire`
+//! body that does not parse included), is `{"detail": "..."}` with the status docs/serving.md's
+//! table ("HTTP errors") gives, and the server keeps serving. Must not parse mem0's fields (`serve::wire`
 //! does), touch the store or rank: every operation is a call on the [`Service`].
 
 use std::collections::HashMap;

@@ -29,13 +29,16 @@
 mod api;
 mod blocking;
 pub mod filter;
+#[cfg(feature = "server")]
 pub mod http;
 mod labels;
+#[cfg(feature = "server")]
 pub mod mcp;
 mod scope;
 mod searcher;
 mod service;
 mod state;
+#[cfg(feature = "server")]
 pub mod wire;
 mod writer;
 

@@ -34,7 +34,7 @@ use crate::gpu::corpus::Corpus;
 use crate::gpu::ranker::Ranker;
 use crate::retrieve::bm25::Analyzer;
 use crate::retrieve::engine::retrieve_on;
-use crate::retrieve::{Memory, Mode, Query, Retrieval};
+use crate::retrieve::{GpuBridge, Memory, Mode, Query, Retrieval};
 
 /// One search of a batch: the request, its scope's key, the scope as the request found it, and
 /// the episodes its filter allows (`None`: all; such a search is ranked on the CPU).
@@ -106,7 +106,7 @@ impl Resident {
     fn upload(gpu: Gpu, scopes: &HashMap<String, Arc<Memory>>) -> Result<Resident> {
         let mut keys: Vec<&String> = scopes.keys().collect();
         keys.sort();
-        let inputs: Vec<_> = keys.iter().map(|k| scopes[*k].gpu_input()).collect();
+        let inputs: Vec<_> = keys.iter().map(|k| GpuBridge::of(&scopes[*k]).input()).collect();
         let corpus = Corpus::upload(&gpu, &inputs)?;
         let slots = keys.iter().enumerate().map(|(i, k)| ((*k).clone(), (i as u32, scopes[*k].clone()))).collect();
         Ok(Resident { ranker: Ranker::new(corpus), gpu, slots, free: Vec::new() })
@@ -119,7 +119,7 @@ impl Resident {
         match memory {
             Some(m) => {
                 let slot = held.or_else(|| self.free.pop()).unwrap_or(corpus.len() as u32);
-                corpus.replace(slot as usize, &m.gpu_input())?;
+                corpus.replace(slot as usize, &GpuBridge::of(&m).input())?;
                 self.slots.insert(key, (slot, m));
             }
             None => {

@@ -83,7 +83,7 @@ fn train_gate_cross_validates_and_eval_reports_its_model() {
 
     let written = read_json(&model);
     assert_eq!(written, report["model"]);
-    assert_eq!(written["feature_names"].as_array().map(Vec::len), Some(myelin::retrieve::gate::KNOWING_FEATURES.len()));
+    assert_eq!(written["feature_names"].as_array().map(Vec::len), Some(myelin::retrieve::KnowingFeatures::NAMES.len()));
     assert_eq!(written["training"]["conversations"], serde_json::json!(["conv-30", "conv-44"]));
     let threshold = written["threshold"].as_f64().unwrap();
     assert!(threshold > 0.0 && threshold < 1.0, "{threshold}");

@@ -9,7 +9,7 @@ use myelin::gpu::{Backend, GpuConfig, test_gpu};
 use myelin::ingest::{LoadOptions, load_demo, load_path};
 use myelin::pipeline::in_memory;
 use myelin::retrieve::engine::Engine;
-use myelin::retrieve::{Memory, Mode, Query, Retrieval, bm25::Analyzer};
+use myelin::retrieve::{GpuBridge, Memory, Mode, Query, Retrieval, bm25::Analyzer};
 
 use crate::common::{datasets, ok};
 
@@ -380,13 +380,14 @@ fn graphs_replaced_in_place_rank_like_a_fresh_upload() {
     let (early, full_m, demo_m) = (memory(&early), memory(&full), memory(&demo));
     // Slots: [demo, early] → early replaced by the full conversation, demo added again in a
     // new slot, slot 0 emptied.
-    let mut corpus = Corpus::upload(&gpu, &[demo_m.gpu_input(), early.gpu_input()]).expect("upload");
+    let mut corpus =
+        Corpus::upload(&gpu, &[GpuBridge::of(&demo_m).input(), GpuBridge::of(&early).input()]).expect("upload");
     let before = corpus.bytes;
-    let sent = corpus.replace(1, &full_m.gpu_input()).expect("replace");
+    let sent = corpus.replace(1, &GpuBridge::of(&full_m).input()).expect("replace");
     assert_eq!(corpus.bytes, before + sent);
-    corpus.replace(2, &demo_m.gpu_input()).expect("new slot");
+    corpus.replace(2, &GpuBridge::of(&demo_m).input()).expect("new slot");
     corpus.remove(0).expect("remove");
-    assert!(corpus.replace(9, &demo_m.gpu_input()).is_err(), "a slot past the end is an error");
+    assert!(corpus.replace(9, &GpuBridge::of(&demo_m).input()).is_err(), "a slot past the end is an error");
     let n = |m: &Memory| m.graph().node_count() as u64;
     assert_eq!(corpus.garbage_nodes(), n(&early) + n(&demo_m));
     assert_eq!(corpus.live_nodes(), n(&full_m) + n(&demo_m));

@@ -14,7 +14,7 @@ use myelin::eval::gate::{gate_cross_validation, gate_examples};
 use myelin::eval::load;
 use myelin::knowing::{GateExample, GateOptions, train};
 use myelin::prepare::Inputs;
-use myelin::retrieve::gate::KNOWING_FEATURES;
+use myelin::retrieve::KnowingFeatures;
 use myelin::store::Store;
 
 use super::eval::prepare_noting;
@@ -58,7 +58,7 @@ async fn train_gate(args: &TrainGateArgs, config: &Config, g: &Globals) -> anyho
     let model = match &args.out {
         Some(out) => {
             let refs: Vec<&GateExample> = examples.iter().collect();
-            let model = train(&refs, &KNOWING_FEATURES, options)?;
+            let model = train(&refs, KnowingFeatures::NAMES, options)?;
             if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
             }

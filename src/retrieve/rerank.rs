@@ -1,21 +1,46 @@
-//! The learned relevance of `synapse-gnn`: the candidate subgraph of a result, its features'
-//! inputs, and the rerank by the GNN's signal. Must not train (that is `gnn::train`).
+//! The learned rerank of `synapse-gnn`: the [`Rerank`] trait a rerank after ranking implements,
+//! and [`GnnRerank`]: the candidate subgraph of a result, its features' inputs, the model
+//! (GraphSAGE, `gnn`) and the reorder by its relevance. Must not train (that is `gnn::train`)
+//! nor gate.
 
-use super::*;
+use std::sync::Arc;
 
-impl Memory {
+use super::collect::Collector;
+use super::memory::{Ctx, Memory, loaded};
+use super::query::Query;
+use super::result::{Hit, Retrieval};
+use super::signals::Similarity;
+use super::words::{Words, held_share};
+use crate::error::Result;
+use crate::gnn::features::cold_start_blend;
+use crate::gnn::{Candidate, Candidates, Relevance};
+use crate::graph::{EdgeKind, NodeRef};
+use crate::score::similarity;
+
+/// Most concepts a candidate subgraph takes for linking two or more returned episodes.
+pub const LINKING_CONCEPTS: usize = 16;
+
+/// A rerank after ranking: reorders a ranked result.
+pub trait Rerank {
+    /// `r` reordered (its hits' scores and signals as the rerank gives them).
+    fn rerank(&self, query: &Query, r: Retrieval) -> Result<Retrieval>;
+}
+
+/// The learned relevance on one memory.
+#[derive(Debug, Clone, Copy)]
+pub struct GnnRerank<'a>(pub(super) Ctx<'a>);
+
+impl<'a> GnnRerank<'a> {
+    /// The rerank of `memory`, with its own settings.
+    pub fn of(memory: &'a Memory) -> GnnRerank<'a> {
+        GnnRerank(memory.cx())
+    }
+
     /// The model behind `synapse-gnn`: the settings' weights file, or their shipped model.
     /// Loaded on first use; a missing or mismatched file is an error, on every call.
-    pub fn relevance(&self) -> Result<&Arc<Relevance>> {
-        self.relevance
-            .get_or_init(|| {
-                Relevance::for_config(self.config.gnn.weights.as_deref(), self.config.gnn.model).map_err(|e| match e {
-                    Error::Model(m) => m,
-                    other => other.to_string(),
-                })
-            })
-            .as_ref()
-            .map_err(|e| Error::Model(e.clone()))
+    pub fn model(&self) -> Result<&'a Arc<Relevance>> {
+        let Ctx { m, config } = self.0;
+        loaded(&m.relevance, || Relevance::for_config(config.gnn.weights.as_deref(), config.gnn.model))
     }
 
     /// The candidate subgraph of a synapse-family result: its returned episodes in result
@@ -24,34 +49,36 @@ impl Memory {
     /// two candidates, in both directions. Built only from what the result carries and the
     /// query's lexical evidence, so the CPU and the GPU results give the same candidates.
     pub fn candidates(&self, query: &Query, r: &Retrieval) -> Candidates {
+        let Ctx { m, config } = self.0;
+        let (words, signals, collector) = (Words(self.0), Similarity(self.0), Collector(self.0));
         // Every node's BM25 into one dense vector: no hashing and no sorting, as the scan does.
-        let mut lexical = vec![0.0f32; self.graph.node_count()];
-        self.bm25.score_into(&query.terms, &mut lexical);
+        let mut lexical = vec![0.0f32; m.graph.node_count()];
+        m.bm25.score_into(&query.terms, &mut lexical);
         let max_bm25 = lexical.iter().copied().fold(0.0f32, f32::max);
-        let w = self.config.lexical_weight;
-        let named = self.named_speaker(query);
-        let content = self.content_terms(query);
-        let terms = self.bm25.term_postings(&content);
+        let w = config.lexical_weight;
+        let named = words.named_speaker(query);
+        let content = words.content_terms(query);
+        let terms = m.bm25.term_postings(&content);
         // Node → local id (`NONE` for a node outside the subgraph); dense, as a subgraph is
         // built per query and a hash of its ~45 nodes cost more than the vector.
         const NONE: u32 = u32::MAX;
-        let mut local = vec![NONE; self.graph.node_count()];
+        let mut local = vec![NONE; m.graph.node_count()];
         let mut nodes: Vec<Candidate> = Vec::new();
         let make = |node: u32, ranked: Option<(f32, f32)>, rank: Option<usize>, via_concept: bool| {
             let i = node as usize;
-            let cosine = self.node_dense(node, query);
+            let cosine = signals.node_dense(node, query);
             let bm25 = if max_bm25 > 0.0 { lexical[i] / max_bm25 } else { 0.0 };
             let sign = |yes: bool| if yes { 1.0 } else { -1.0 };
-            let coverage = gate::held_share(&terms, &[node]);
-            let (concept, episodes, speaker, window, owned) = match self.graph.nodes[i] {
+            let coverage = held_share(&terms, &[node]);
+            let (concept, episodes, speaker, window, owned) = match m.graph.nodes[i] {
                 NodeRef::Episode(e) => {
-                    let said = &self.said_by[e as usize];
+                    let said = &m.said_by[e as usize];
                     let speaker = named.as_ref().map_or(0.0, |s| sign(s == said));
-                    let owned = named.as_ref().map_or(0.0, |s| sign(self.owned_by(e, s)));
-                    (false, vec![e], speaker, gate::held_share(&terms, &self.window_nodes(e)), owned)
+                    let owned = named.as_ref().map_or(0.0, |s| sign(words.owned_by(e, s)));
+                    (false, vec![e], speaker, held_share(&terms, &words.window_nodes(e)), owned)
                 }
                 NodeRef::Concept(_) => {
-                    let episodes = self.concept_episodes[i].iter().map(|&n| self.episode_of(n)).collect();
+                    let episodes = m.concept_episodes[i].iter().map(|&n| collector.episode_of(n)).collect();
                     (true, episodes, 0.0, coverage, 0.0)
                 }
             };
@@ -66,9 +93,9 @@ impl Memory {
                 ranked,
                 rank,
                 via_concept,
-                pagerank: if r.mode == Mode::NoGraph { 0.0 } else { self.graph.pagerank[i] },
-                age: self.age[i],
-                importance: self.importance[i],
+                pagerank: if r.mode.plan().dynamics.graph { m.graph.pagerank[i] } else { 0.0 },
+                age: m.age[i],
+                importance: m.importance[i],
                 speaker,
                 anchor: r.anchors.binary_search(&node).is_ok(),
                 coverage,
@@ -78,7 +105,7 @@ impl Memory {
         };
         let signals = |h: &Hit| Some((h.signals.activation.unwrap_or(0.0), h.signals.score));
         for (rank, h) in r.hits.iter().enumerate() {
-            let node = self.episode_nodes[h.episode as usize];
+            let node = m.episode_nodes[h.episode as usize];
             local[node as usize] = nodes.len() as u32;
             nodes.push(make(node, signals(h), Some(rank), h.node != node));
         }
@@ -91,10 +118,10 @@ impl Memory {
         }
         // Links of the concepts outside the subgraph to its episodes: counted per node, listed
         // once each.
-        let mut links = vec![0u32; self.graph.node_count()];
+        let mut links = vec![0u32; m.graph.node_count()];
         let mut linked = Vec::new();
         for c in &nodes[..hits] {
-            for e in self.graph.in_edges(c.node) {
+            for e in m.graph.in_edges(c.node) {
                 if e.kind == EdgeKind::Abstraction && local[e.src as usize] == NONE {
                     if links[e.src as usize] == 0 {
                         linked.push(e.src);
@@ -112,7 +139,7 @@ impl Memory {
         }
         let mut edges = Vec::new();
         for (l, c) in nodes.iter().enumerate() {
-            for e in self.graph.in_edges(c.node) {
+            for e in m.graph.in_edges(c.node) {
                 let s = local[e.src as usize];
                 if s != NONE {
                     edges.push((s, l as u32));
@@ -126,53 +153,33 @@ impl Memory {
     }
 
     /// What the learned relevance takes for a synapse-family result: its candidates (see
-    /// [`Memory::candidates`]) and their embeddings, in candidate order.
-    pub fn gnn_input(&self, query: &Query, r: &Retrieval) -> (Candidates, Vec<&[f32]>) {
+    /// [`GnnRerank::candidates`]) and their embeddings, in candidate order.
+    pub fn input(&self, query: &Query, r: &Retrieval) -> (Candidates, Vec<&'a [f32]>) {
         let candidates = self.candidates(query, r);
-        let embeddings = candidates.nodes.iter().map(|c| self.embedding(c.node)).collect();
+        let embeddings = candidates.nodes.iter().map(|c| self.0.m.embedding(c.node)).collect();
         (candidates, embeddings)
     }
 
     /// How much of the learned signal this conversation trusts, the cold start: 0 below
     /// `gnn.cold_start_episodes` episodes, 1 from there ([`cold_start_blend`]).
     pub fn cold_start(&self) -> f32 {
-        cold_start_blend(self.episodes.len(), self.config.gnn.cold_start_episodes)
+        cold_start_blend(self.0.m.episodes.len(), self.0.config.gnn.cold_start_episodes)
     }
+}
 
-    /// Applies the learned relevance to a `synapse-gnn` result (other modes pass through):
-    /// every episode of the pool (`gnn.pool`, [`RetrieveConfig::depth`]) gains
+impl Rerank for GnnRerank<'_> {
+    /// Every episode of the pool (`gnn.pool`, [`super::RetrieveConfig::depth`]) gains
     /// `weight · blend · relevance` in its score, where blend is the cold start
-    /// ([`Memory::cold_start`]), the episodes are reordered by it and the
-    /// best `top_k` kept. The gate's confidence stays synapse's.
-    /// Then the learned gate decides, when the settings choose it ([`Memory::know`], on the
-    /// ranking before the rerank).
-    pub fn learned(&self, query: &Query, r: Retrieval) -> Result<Retrieval> {
-        let known = self.know(query, &r)?;
-        let mut r = self.rerank(query, r)?;
-        r.hits.truncate(self.config.top_k);
-        if let Some((confidence, rejected)) = known {
-            (r.confidence, r.rejected) = (confidence, rejected);
-        }
-        Ok(r)
-    }
-
-    /// This memory with every mode ranking as deep as `synapse-gnn`'s rerank pool: the
-    /// `synapse` results of the learned relevance's training examples are then the candidates
-    /// the rerank will see.
-    pub fn ranking_the_pool(mut self) -> Memory {
-        self.config.top_k = self.config.depth(Mode::SynapseGnn);
-        self
-    }
-
-    /// The rerank of [`Memory::learned`].
+    /// ([`GnnRerank::cold_start`]), and the episodes are reordered by it. The confidence
+    /// stays the ranking's.
     fn rerank(&self, query: &Query, mut r: Retrieval) -> Result<Retrieval> {
-        if r.mode != Mode::SynapseGnn || r.hits.is_empty() {
+        if r.hits.is_empty() {
             return Ok(r);
         }
-        let (candidates, embeddings) = self.gnn_input(query, &r);
-        let model = self.relevance()?;
+        let (candidates, embeddings) = self.input(query, &r);
+        let model = self.model()?;
         let relevance = model.score(&candidates, &query.embedding, &embeddings)?;
-        let weight = self.config.gnn.weight.unwrap_or(model.card.weight) * self.cold_start();
+        let weight = self.0.config.gnn.weight.unwrap_or(model.card.weight) * self.cold_start();
         let scores: Vec<f32> = r.hits.iter().map(|h| h.signals.score).collect();
         let order = crate::score::rerank(&scores, &relevance[..r.hits.len()], weight);
         let hits = std::mem::take(&mut r.hits);

@@ -1,0 +1,538 @@
+//! One conversation's memory as retrieval reads it: [`Memory`], the immutable index of a
+//! scope (its episodes, graph, node embeddings, BM25 index, propagation matrices and what the
+//! gates and the rerank read of each node), built from what the store returned
+//! ([`Memory::new`]) or grown by a write ([`Memory::extend`]), and [`Ctx`], what every stage
+//! of a query reads: the memory and the settings. Must not rank, embed text or touch the store.
+
+use std::sync::{Arc, OnceLock};
+
+use super::bm25::{Analyzer, Bm25Index};
+use super::config::{Gate, RetrieveConfig};
+use super::index::DenseIndex;
+use super::mode::Mode;
+use super::person::speaks_of_listener;
+use super::result::Retrieval;
+use crate::activation::{Resting, Spreading};
+use crate::embed::EMBEDDING_DIM;
+use crate::error::{Error, Result};
+use crate::gnn::Relevance;
+use crate::graph::pagerank::Transition;
+use crate::graph::{EdgeKind, Graph, NodeRef};
+use crate::knowing::BoundGate;
+use crate::score::CONCEPT_TURN;
+use crate::store::Episode;
+
+/// One conversation's memory, ready for queries.
+#[derive(Debug, Clone)]
+pub struct Memory {
+    pub(super) conversation: String,
+    pub(super) episodes: Vec<Episode>,
+    pub(super) graph: Graph,
+    /// Node embeddings, `node_count × EMBEDDING_DIM`.
+    pub(super) embeddings: Vec<f32>,
+    pub(super) bm25: Bm25Index,
+    /// Per concept node: its episodes (abstraction out-edges).
+    pub(super) concept_episodes: Vec<Vec<u32>>,
+    /// Per episode: the episode of its turn's first passage (itself for a whole turn). A
+    /// result holds a turn once.
+    pub(super) turns: Vec<u32>,
+    /// Per node: the node of its turn's first passage for an episode, [`CONCEPT_TURN`] for a
+    /// concept (the GPU walk's twin of `turns`).
+    pub(super) turn_nodes: Vec<u32>,
+    pub(super) spreading: Spreading,
+    pub(super) spreading_no_fan: Spreading,
+    pub(super) no_graph: Spreading,
+    pub(super) transition: Transition,
+    /// Distinct speakers' first names, lower case.
+    pub(super) speakers: Vec<String>,
+    /// Per episode: its speaker's first name, lower case ([`first_name`]).
+    pub(super) said_by: Vec<String>,
+    /// Per episode: whether it speaks of its listener rather than its speaker
+    /// ([`speaks_of_listener`]).
+    pub(super) of_listener: Vec<bool>,
+    /// Node id of each episode.
+    pub(super) episode_nodes: Vec<u32>,
+    /// Per node: normalised age (0 newest) and log-scaled degree, for the learned signal.
+    pub(super) age: Vec<f32>,
+    pub(super) importance: Vec<f32>,
+    /// The model of `synapse-gnn`, loaded on first use (a load error is kept and returned).
+    pub(super) relevance: OnceLock<std::result::Result<Arc<Relevance>, String>>,
+    /// The learned gate's model, the same way.
+    pub(super) knowing: OnceLock<std::result::Result<Arc<BoundGate>, String>>,
+    /// The dense index, built on the first query that uses it.
+    pub(super) index: OnceLock<DenseIndex>,
+    /// Per episode: the tokens of its embedded text as [`Memory::hand_over`] counts them,
+    /// counted the first time it is handed over.
+    pub(super) tokens: Vec<OnceLock<usize>>,
+    /// What unreached nodes hold under `spreading` with the configured dynamics, built on the
+    /// first query that spreads sparsely.
+    pub(super) resting: OnceLock<Resting>,
+    /// Smallest memory, in nodes, that spreads sparsely ([`SPARSE_NODES`]).
+    pub(super) sparse_min_nodes: usize,
+    pub(super) config: RetrieveConfig,
+}
+
+/// What every stage of a query reads: the memory and the settings it retrieves with.
+#[derive(Debug, Clone, Copy)]
+pub struct Ctx<'a> {
+    /// The memory.
+    pub m: &'a Memory,
+    /// The settings.
+    pub config: &'a RetrieveConfig,
+}
+
+impl Memory {
+    /// Builds the in-memory indices from what the store holds. `episodes` in conversation order.
+    pub fn new(conversation: &str, episodes: Vec<Episode>, graph: Graph, config: RetrieveConfig) -> Result<Memory> {
+        config.validate()?;
+        graph.check(conversation, episodes.len())?;
+        let (embeddings, texts) = node_rows(conversation, &episodes, &graph, 0)?;
+        let mut analyzer = Analyzer::new()?;
+        let terms: Vec<Vec<String>> = texts.iter().map(|t| analyzer.terms(t)).collect();
+        let bm25 = Bm25Index::build(&terms, config.bm25_k1, config.bm25_b);
+        let of_listener = episodes.iter().map(|e| speaks_of_listener(&e.text)).collect();
+        Memory::assemble(conversation, episodes, graph, embeddings, bm25, of_listener, config)
+    }
+
+    /// This memory with `added` episodes after its own and `graph`, a later version of its
+    /// graph that holds them (the serving API's builder after a write): [`Memory::new`] of all
+    /// the episodes and `graph`, to the bit, without analysing again the text of the nodes the
+    /// two graphs share (the first stretch of node ids) or copying their embeddings one by one.
+    pub fn extend(&self, added: Vec<Episode>, graph: Graph) -> Result<Memory> {
+        let mut episodes = Vec::with_capacity(self.episodes.len() + added.len());
+        episodes.extend_from_slice(&self.episodes);
+        episodes.extend(added);
+        graph.check(&self.conversation, episodes.len())?;
+        let kept = self.graph.shared_nodes(&graph);
+        let (fresh, texts) = node_rows(&self.conversation, &episodes, &graph, kept)?;
+        let mut embeddings = Vec::with_capacity(graph.node_count() * EMBEDDING_DIM);
+        embeddings.extend_from_slice(&self.embeddings[..kept * EMBEDDING_DIM]);
+        // A concept's embedding moves when a mention merges into it; its label never changes.
+        for (id, node) in graph.nodes[..kept].iter().enumerate() {
+            if let NodeRef::Concept(c) = *node {
+                let v = &graph.concepts[c as usize].embedding;
+                if v.len() != EMBEDDING_DIM {
+                    return Err(no_embedding(&self.conversation, id));
+                }
+                embeddings[id * EMBEDDING_DIM..(id + 1) * EMBEDDING_DIM].copy_from_slice(v);
+            }
+        }
+        embeddings.extend_from_slice(&fresh);
+        let mut analyzer = Analyzer::new()?;
+        let terms: Vec<Vec<String>> = texts.iter().map(|t| analyzer.terms(t)).collect();
+        let mut bm25 = self.bm25.clone();
+        bm25.truncate(kept);
+        bm25.extend(&terms);
+        // The episodes it keeps keep their texts, so whom they speak of.
+        let mut of_listener = self.of_listener.clone();
+        of_listener.extend(episodes[self.episodes.len()..].iter().map(|e| speaks_of_listener(&e.text)));
+        let mut memory =
+            Memory::assemble(&self.conversation, episodes, graph, embeddings, bm25, of_listener, self.config.clone())?;
+        memory.sparse_min_nodes = self.sparse_min_nodes;
+        // The episodes it keeps keep their texts, so their counts.
+        memory.tokens[..self.tokens.len()].clone_from_slice(&self.tokens);
+        Ok(memory)
+    }
+
+    /// The rest of a memory, from its node embeddings, lexical index and, per episode, whether
+    /// it speaks of its listener.
+    fn assemble(
+        conversation: &str,
+        episodes: Vec<Episode>,
+        graph: Graph,
+        embeddings: Vec<f32>,
+        bm25: Bm25Index,
+        of_listener: Vec<bool>,
+        config: RetrieveConfig,
+    ) -> Result<Memory> {
+        let n = graph.node_count();
+        let mut concept_episodes = vec![Vec::new(); n];
+        for e in &graph.edges {
+            if e.kind == EdgeKind::Abstraction && matches!(graph.nodes[e.src as usize], NodeRef::Concept(_)) {
+                concept_episodes[e.src as usize].push(e.dst);
+            }
+        }
+        let turns = turn_starts(&episodes);
+        let episode_nodes = graph.episode_nodes();
+        let turn_nodes = graph
+            .nodes
+            .iter()
+            .map(|n| match *n {
+                NodeRef::Episode(e) => episode_nodes[turns[e as usize] as usize],
+                NodeRef::Concept(_) => CONCEPT_TURN,
+            })
+            .collect();
+        let spreading = Spreading::new(&graph, &config.activation_for(Mode::Synapse));
+        let spreading_no_fan = Spreading::new(&graph, &config.activation_for(Mode::NoFan));
+        let transition =
+            Transition::new(n, graph.edges.iter().map(|e| (e.src, e.dst, config.activation.edge_weight(e))));
+        let said_by: Vec<String> = episodes.iter().map(|e| first_name(&e.speaker)).collect();
+        let mut speakers: Vec<String> = said_by.iter().filter(|s| !s.is_empty()).cloned().collect();
+        speakers.sort();
+        speakers.dedup();
+        let age = node_ages(&graph, &concept_episodes);
+        let importance = node_importance(&graph);
+        Ok(Memory {
+            speakers,
+            said_by,
+            of_listener,
+            episode_nodes,
+            age,
+            importance,
+            relevance: OnceLock::new(),
+            knowing: OnceLock::new(),
+            index: OnceLock::new(),
+            resting: OnceLock::new(),
+            tokens: vec![OnceLock::new(); episodes.len()],
+            sparse_min_nodes: SPARSE_NODES,
+            conversation: conversation.to_string(),
+            episodes,
+            no_graph: Spreading::empty(n),
+            graph,
+            embeddings,
+            bm25,
+            concept_episodes,
+            turns,
+            turn_nodes,
+            spreading,
+            spreading_no_fan,
+            transition,
+            config,
+        })
+    }
+
+    /// The conversation id.
+    pub fn conversation(&self) -> &str {
+        &self.conversation
+    }
+
+    /// Its episodes in conversation order.
+    pub fn episodes(&self) -> &[Episode] {
+        &self.episodes
+    }
+
+    /// Its graph.
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// The settings it retrieves with.
+    pub fn config(&self) -> &RetrieveConfig {
+        &self.config
+    }
+
+    /// A short name for a node: the turn id of an episode, `concept:<label>` for a concept.
+    pub fn node_name(&self, node: u32) -> String {
+        match self.graph.nodes.get(node as usize) {
+            Some(NodeRef::Episode(e)) => self.episodes[*e as usize].turn_id.clone(),
+            Some(NodeRef::Concept(c)) => format!("concept:{}", self.graph.concepts[*c as usize].label),
+            None => format!("node {node}"),
+        }
+    }
+
+    /// The embedding of `node`.
+    pub fn embedding(&self, node: u32) -> &[f32] {
+        let i = node as usize;
+        &self.embeddings[i * EMBEDDING_DIM..(i + 1) * EMBEDDING_DIM]
+    }
+
+    /// The dense index of this memory, built on first use; `None` when the settings give it
+    /// none (see [`IndexConfig::applies`]).
+    pub fn dense_index(&self) -> Option<&DenseIndex> {
+        if !self.config.index.applies(self.graph.node_count()) {
+            return None;
+        }
+        Some(self.index.get_or_init(|| DenseIndex::build(&self.embeddings)))
+    }
+
+    /// Sets the smallest memory, in nodes, that spreads activation sparsely (default
+    /// [`SPARSE_NODES`]; 0 always tries, `usize::MAX` never does). Results do not change.
+    pub fn set_sparse_min_nodes(&mut self, nodes: usize) {
+        self.sparse_min_nodes = nodes;
+    }
+
+    /// Sets the gate its results go through.
+    pub fn set_gate(&mut self, gate: Gate) {
+        self.config.gate = gate;
+    }
+
+    /// Turns the dense index on or off; a built index is kept.
+    pub fn set_index_enabled(&mut self, enabled: bool) {
+        self.config.index.enabled = enabled;
+    }
+
+    /// `r` cut to what the context budget (`max_context_tokens`) hands over: its best hits
+    /// while their tokens fit ([`Retrieval::within_budget`]), each episode's embedded text
+    /// counted by `count` (the embedder's tokenizer, `Embedder::token_count`, as `eval`
+    /// counts context; the same function for the memory's life: an episode is counted once,
+    /// the first time it is handed over, and its count kept).
+    pub fn hand_over(&self, mut r: Retrieval, count: impl Fn(&str) -> Result<usize>) -> Result<Retrieval> {
+        // Counted lazily: the episodes after the first that does not fit are never tokenised.
+        let tokens = r.hits.iter().map(|h| {
+            let kept = &self.tokens[h.episode as usize];
+            match kept.get() {
+                Some(&n) => Ok(n),
+                None => count(&self.episodes[h.episode as usize].embedding_text()).map(|n| *kept.get_or_init(|| n)),
+            }
+        });
+        let handed = r.within_budget(self.config.max_context_tokens, tokens)?;
+        r.hits.truncate(handed);
+        Ok(r)
+    }
+
+    /// The first passage's episode of each episode's turn (itself for a whole turn).
+    pub fn turns(&self) -> &[u32] {
+        &self.turns
+    }
+    /// This memory with every mode ranking as deep as `synapse-gnn`'s rerank pool: the
+    /// `synapse` results of the learned relevance's training examples are then the candidates
+    /// the rerank will see.
+    pub fn ranking_the_pool(mut self) -> Memory {
+        self.config.top_k = self.config.depth(Mode::SynapseGnn);
+        self
+    }
+
+    /// What every stage of a query on this memory reads.
+    pub fn cx(&self) -> Ctx<'_> {
+        Ctx { m: self, config: &self.config }
+    }
+}
+
+/// A model a memory loads on first use into `cell` (`load`'s error kept, as its message, and
+/// returned on every call).
+pub(super) fn loaded<T>(
+    cell: &OnceLock<std::result::Result<Arc<T>, String>>,
+    load: impl FnOnce() -> Result<Arc<T>>,
+) -> Result<&Arc<T>> {
+    let message = |e: Error| match e {
+        Error::Model(m) => m,
+        other => other.to_string(),
+    };
+    cell.get_or_init(|| load().map_err(message)).as_ref().map_err(|e| Error::Model(e.clone()))
+}
+
+/// Memories of at least this many nodes spread activation sparsely where that is exact
+/// ([`super::spread::Spread::activate`]); in smaller ones a pass over every node costs as little.
+pub const SPARSE_NODES: usize = 4_096;
+
+/// Queries of a batch whose dense-index bounds are computed in one pass over the codes
+/// ([`Memory::retrieve_many`]): 16 queries' bounds of a 10M-token memory are 3.8 MB.
+pub const BOUNDS_GROUP: usize = 16;
+
+/// Each episode's index (conversation order) by its id (`turn_id`: a turn, or `<turn>#<k>` for
+/// a later passage).
+pub fn episode_index(episodes: &[Episode]) -> std::collections::HashMap<&str, u32> {
+    episodes.iter().enumerate().map(|(i, e)| (e.turn_id.as_str(), i as u32)).collect()
+}
+
+/// Per episode (conversation order): the episode holding its turn's first passage, itself for
+/// a whole turn or one whose first passage is not stored.
+fn turn_starts(episodes: &[Episode]) -> Vec<u32> {
+    let first = episode_index(episodes);
+    episodes
+        .iter()
+        .enumerate()
+        .map(|(i, e)| first.get(crate::conversation::turn_of(&e.turn_id)).copied().unwrap_or(i as u32))
+        .collect()
+}
+
+/// Normalised age of every node: 1 − position / (episodes − 1) for an episode (0 for the
+/// newest), the mean of its episodes' ages for a concept.
+fn node_ages(graph: &Graph, concept_episodes: &[Vec<u32>]) -> Vec<f32> {
+    let last = graph.episode_count().saturating_sub(1).max(1) as f32;
+    let episode_age = |node: u32| match graph.nodes[node as usize] {
+        NodeRef::Episode(e) => 1.0 - e as f32 / last,
+        NodeRef::Concept(_) => 0.0,
+    };
+    (0..graph.node_count())
+        .map(|i| match graph.nodes[i] {
+            NodeRef::Episode(_) => episode_age(i as u32),
+            NodeRef::Concept(_) if concept_episodes[i].is_empty() => 0.0,
+            NodeRef::Concept(_) => {
+                concept_episodes[i].iter().map(|&n| episode_age(n)).sum::<f32>() / concept_episodes[i].len() as f32
+            }
+        })
+        .collect()
+}
+
+/// ln(1 + degree) / ln(1 + largest degree) of every node, in and out edges counted.
+fn node_importance(graph: &Graph) -> Vec<f32> {
+    let mut degree = graph.out_degrees();
+    for e in &graph.edges {
+        degree[e.dst as usize] += 1;
+    }
+    let max = (1.0 + degree.iter().copied().max().unwrap_or(0) as f32).ln();
+    degree.iter().map(|&d| if max > 0.0 { (1.0 + d as f32).ln() / max } else { 0.0 }).collect()
+}
+
+/// The first word of a speaker's name, lower case ("Caroline", "Dr. Ann Lee" → "dr").
+fn first_name(speaker: &str) -> String {
+    speaker.split(|c: char| !c.is_alphanumeric()).find(|w| !w.is_empty()).unwrap_or("").to_lowercase()
+}
+
+/// The error for a node whose embedding is not `EMBEDDING_DIM` values.
+fn no_embedding(conversation: &str, node: usize) -> Error {
+    Error::InvalidArgument(format!("node {node} of '{conversation}' has no {EMBEDDING_DIM}-d embedding"))
+}
+
+/// The embeddings (`EMBEDDING_DIM` values each) and indexed texts of `graph`'s nodes from
+/// `from` on: an episode's from `episodes`, a concept's its own.
+fn node_rows(conversation: &str, episodes: &[Episode], graph: &Graph, from: usize) -> Result<(Vec<f32>, Vec<String>)> {
+    let nodes = &graph.nodes[from.min(graph.node_count())..];
+    let mut embeddings = Vec::with_capacity(nodes.len() * EMBEDDING_DIM);
+    let mut texts: Vec<String> = Vec::with_capacity(nodes.len());
+    for (i, node) in nodes.iter().enumerate() {
+        let (text, v) = match *node {
+            NodeRef::Episode(e) => {
+                let ep = &episodes[e as usize];
+                (ep.indexed_text(), ep.embedding.as_slice())
+            }
+            NodeRef::Concept(c) => {
+                let c = &graph.concepts[c as usize];
+                (c.label.clone(), c.embedding.as_slice())
+            }
+        };
+        if v.len() != EMBEDDING_DIM {
+            return Err(no_embedding(conversation, from + i));
+        }
+        embeddings.extend_from_slice(v);
+        texts.push(text);
+    }
+    Ok((embeddings, texts))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::retrieve::{Mode, Query};
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+
+    fn episodes_of(texts: &[String], vectors: &[f32]) -> Vec<Episode> {
+        texts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| Episode {
+                conversation: "c".into(),
+                session: 1,
+                turn_id: i.to_string(),
+                position: i as u32,
+                speaker: "user".into(),
+                text: t.clone(),
+                image_caption: None,
+                timestamp: chrono::DateTime::from_timestamp(1_683_504_000 + 3_600 * i as i64, 0),
+                embedding: vectors[i * EMBEDDING_DIM..(i + 1) * EMBEDDING_DIM].to_vec(),
+                metadata: None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_memory_extended_write_by_write_is_the_memory_built_at_once() {
+        let (texts, graphs) = crate::graph::build::growing_graphs(60);
+        let mut rng = StdRng::seed_from_u64(4);
+        let vectors = crate::graph::synthetic::unit_embeddings(texts.len(), &mut rng);
+        let episodes = episodes_of(&texts, &vectors);
+        let config = RetrieveConfig::default();
+        let mut memory: Option<Memory> = None;
+        for (k, graph) in graphs.iter().enumerate() {
+            let n = graph.episode_count();
+            let grown = match &memory {
+                None => Memory::new("c", episodes[..n].to_vec(), graph.clone(), config.clone()),
+                Some(m) => m.extend(episodes[m.episodes().len()..n].to_vec(), graph.clone()),
+            }
+            .unwrap();
+            let whole = Memory::new("c", episodes[..n].to_vec(), graph.clone(), config.clone()).unwrap();
+            assert_eq!(grown.episodes, whole.episodes, "write {k}");
+            assert_eq!(grown.graph, whole.graph, "write {k}");
+            assert_eq!(grown.embeddings, whole.embeddings, "write {k}");
+            assert_eq!(grown.bm25, whole.bm25, "write {k}");
+            assert_eq!(grown.concept_episodes, whole.concept_episodes, "write {k}");
+            assert_eq!((&grown.turns, &grown.turn_nodes), (&whole.turns, &whole.turn_nodes), "write {k}");
+            assert_eq!((&grown.age, &grown.importance), (&whole.age, &whole.importance), "write {k}");
+            memory = Some(grown);
+        }
+        assert_eq!(memory.map(|m| m.episodes.len()), Some(60));
+    }
+
+    #[test]
+    fn hand_over_counts_each_episode_once_and_an_extended_memory_keeps_the_counts() {
+        let (texts, graphs) = crate::graph::build::growing_graphs(60);
+        let mut rng = StdRng::seed_from_u64(5);
+        let vectors = crate::graph::synthetic::unit_embeddings(texts.len(), &mut rng);
+        let episodes = episodes_of(&texts, &vectors);
+        let config = RetrieveConfig { top_k: 20, max_context_tokens: Some(40), ..RetrieveConfig::default() };
+        let n = graphs[graphs.len() - 2].episode_count();
+        let first = Memory::new("c", episodes[..n].to_vec(), graphs[graphs.len() - 2].clone(), config).unwrap();
+        let memory = first.extend(episodes[n..].to_vec(), graphs[graphs.len() - 1].clone()).unwrap();
+        let calls = std::cell::Cell::new(0);
+        let words = |t: &str| {
+            calls.set(calls.get() + 1);
+            Ok(t.split_whitespace().count())
+        };
+        let query = Query::new(&mut Analyzer::new().unwrap(), &texts[3], vectors[3 * 384..4 * 384].to_vec()).unwrap();
+        let r = memory.retrieve(&query, Mode::Bm25).unwrap();
+        // What the budget keeps, every text counted afresh.
+        let fresh = r
+            .within_budget(
+                Some(40),
+                r.hits.iter().map(|h| words(&memory.episodes[h.episode as usize].embedding_text())),
+            )
+            .unwrap();
+        assert!(fresh > 1 && fresh < r.hits.len(), "the budget cuts inside the hits: {fresh} of {}", r.hits.len());
+        calls.set(0);
+        let once = memory.hand_over(r.clone(), words).unwrap();
+        let counted = calls.get();
+        assert_eq!(once.hits.len(), fresh);
+        assert!(counted >= fresh, "{counted} counted for {fresh} handed");
+        let twice = memory.hand_over(r.clone(), words).unwrap();
+        assert_eq!((twice.hits.len(), calls.get()), (fresh, counted), "the second hand-over counts nothing");
+        // Counted on the smaller memory, kept by its extension.
+        calls.set(0);
+        let r = first.retrieve(&query, Mode::Bm25).unwrap();
+        let before = first.hand_over(r.clone(), words).unwrap();
+        let counted = calls.get();
+        let grown = first.extend(episodes[n..].to_vec(), graphs[graphs.len() - 1].clone()).unwrap();
+        assert_eq!(grown.hand_over(r, words).unwrap().hits, before.hits);
+        assert_eq!(calls.get(), counted, "the extension counted nothing again");
+    }
+
+    #[test]
+    fn a_restricted_query_returns_the_full_rankings_best_allowed_episodes() {
+        let (texts, graphs) = crate::graph::build::growing_graphs(60);
+        let mut rng = StdRng::seed_from_u64(9);
+        let vectors = crate::graph::synthetic::unit_embeddings(texts.len(), &mut rng);
+        let episodes = episodes_of(&texts, &vectors);
+        let graph = graphs.last().unwrap().clone();
+        let config = RetrieveConfig { top_k: 5, gate: Gate::Activation, ..RetrieveConfig::default() };
+        let all = RetrieveConfig { top_k: 60, ..config.clone() };
+        let memory = Memory::new("c", episodes.clone(), graph.clone(), config).unwrap();
+        let whole = Memory::new("c", episodes, graph, all).unwrap();
+        let mut query =
+            Query::new(&mut Analyzer::new().unwrap(), &texts[7], vectors[7 * 384..8 * 384].to_vec()).unwrap();
+        let allowed: Vec<bool> = (0..60).map(|e| e % 3 == 1).collect();
+        let unrestricted = query.clone();
+        query.only = Some(allowed.clone().into());
+        for mode in [Mode::Dense, Mode::Bm25, Mode::Rrf] {
+            let got: Vec<u32> = memory.retrieve(&query, mode).unwrap().hits.iter().map(|h| h.episode).collect();
+            let want: Vec<u32> = whole
+                .retrieve(&unrestricted, mode)
+                .unwrap()
+                .hits
+                .iter()
+                .map(|h| h.episode)
+                .filter(|&e| allowed[e as usize])
+                .take(5)
+                .collect();
+            assert_eq!(got, want, "{mode:?}");
+        }
+        for mode in [Mode::Synapse, Mode::Ppr] {
+            let hits = memory.retrieve(&query, mode).unwrap().hits;
+            assert_eq!(hits.len(), 5, "{mode:?}");
+            assert!(hits.iter().all(|h| allowed[h.episode as usize]), "{mode:?}");
+        }
+        // Nothing allowed: nothing returned.
+        query.only = Some(vec![false; 60].into());
+        assert!(memory.retrieve(&query, Mode::Synapse).unwrap().hits.is_empty());
+    }
+}
