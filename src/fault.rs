@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Environment variable: the number of fault points to pass before the process kills itself
 /// (1: at the first). Unset, empty or 0: never.
+#[cfg(feature = "testing")]
 pub const COUNTDOWN_ENV: &str = "MYELIN_FAULT_COUNTDOWN";
 
 #[cfg(feature = "testing")]

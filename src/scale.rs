@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use crate::embed::Embedder;
 use crate::error::{Error, Result};
 use crate::ingest::beam::{CHAT_FILE, PLAN_PREFIX, QUESTIONS_FILE, chat_files};
-use crate::ingest::{parse_json, read_text};
+use crate::ingest::read::{parse_json, read_text};
 
 /// What went into a scale history (`scale.json`).
 #[derive(Debug, Clone, Serialize)]

@@ -108,6 +108,7 @@ impl RankSettings {
         Ok(())
     }
 
+    #[cfg(feature = "gpu")]
     pub(crate) fn list_cap(&self) -> usize {
         let m = if self.beta != 0.0 { self.top_m } else { 0 };
         m.max(self.out_k).max(self.anchor_k).max(1)

@@ -11,11 +11,11 @@
 pub mod beam;
 pub mod evidence;
 pub mod locomo;
-mod read;
+pub(crate) mod read;
 pub mod time;
 
 pub use read::{DEFAULT_MAX_TURN_BYTES, LoadOptions, Loaded};
-pub(crate) use read::{file_name, natural_cmp, parse_json, read_text};
+pub(crate) use read::{file_name, natural_cmp};
 
 use std::fs;
 use std::path::{Path, PathBuf};
