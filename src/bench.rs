@@ -348,7 +348,7 @@ pub fn run(w: &Workload, gpu_engine: Option<&Engine>, s: &Settings) -> Result<Ve
                 device.push(report.gpu_us / 1e3 / b as f64);
                 row.completed_on_cpu = report.completed_on_cpu;
                 if let Some(e) = report.fallback {
-                    return Err(crate::Error::Gpu(format!("{} batch {b}: fell back to the CPU: {e}", w.name)));
+                    return Err(crate::error::Error::Gpu(format!("{} batch {b}: fell back to the CPU: {e}", w.name)));
                 }
                 results = r;
             }

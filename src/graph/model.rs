@@ -191,8 +191,8 @@ impl Graph {
 impl Graph {
     /// [`Graph::validate`], and that the graph has `episodes` episode nodes; errors name the
     /// conversation.
-    pub fn check(&self, conversation: &str, episodes: usize) -> crate::Result<()> {
-        let bad = |m: String| Err(crate::Error::InvalidArgument(format!("graph of '{conversation}': {m}")));
+    pub fn check(&self, conversation: &str, episodes: usize) -> crate::error::Result<()> {
+        let bad = |m: String| Err(crate::error::Error::InvalidArgument(format!("graph of '{conversation}': {m}")));
         if let Err(e) = self.validate() {
             return bad(e);
         }
@@ -266,8 +266,8 @@ impl Default for GraphConfig {
 
 impl GraphConfig {
     /// Rejects settings construction cannot run with.
-    pub fn validate(&self) -> crate::Result<()> {
-        let bad = |what: &str| Err(crate::Error::InvalidArgument(format!("graph config: {what}")));
+    pub fn validate(&self) -> crate::error::Result<()> {
+        let bad = |what: &str| Err(crate::error::Error::InvalidArgument(format!("graph config: {what}")));
         if self.window == 0 {
             return bad("window must be at least 1 turn");
         }
