@@ -18,7 +18,7 @@
 pub mod activation;
 #[cfg(feature = "lab")]
 pub mod bench;
-pub mod calendar;
+pub(crate) mod calendar;
 pub mod config;
 pub mod conversation;
 pub mod embed;
@@ -31,7 +31,7 @@ pub mod gpu;
 pub mod graph;
 pub mod ingest;
 pub mod knowing;
-pub mod parallel;
+pub(crate) mod parallel;
 pub mod pipeline;
 #[cfg(feature = "lab")]
 pub mod prepare;
@@ -41,7 +41,7 @@ pub mod retrieve;
 pub mod scale;
 pub mod score;
 pub mod serve;
-pub mod simd;
+pub(crate) mod simd;
 pub mod store;
 
 pub use config::Config;

@@ -88,6 +88,7 @@ pub fn available<K: Family>() -> Vec<K> {
 /// a second run), calling `check(kernel, its result, the portable kernel's result)` and stopping
 /// at the first error. Returns the portable kernel's result. Every kernel family's tests go
 /// through it, so each compares every kernel this CPU has with the same twin.
+#[cfg(test)]
 pub fn for_each_kernel<K: Family, T, E>(
     mut run: impl FnMut(K) -> T,
     mut check: impl FnMut(K, &T, &T) -> Result<(), E>,

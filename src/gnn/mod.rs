@@ -9,8 +9,8 @@
 //! `retrieve` hands it the candidates a query produced and applies the scores it returns.
 
 pub mod features;
-pub mod model;
-pub mod packed;
+pub(crate) mod model;
+pub(crate) mod packed;
 pub mod relevance;
 pub mod train;
 

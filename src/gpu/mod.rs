@@ -9,7 +9,9 @@
 //! prepares the queries and turns ranked nodes into episodes, exactly as on the CPU.
 
 mod config;
-pub mod layout;
+// Its GPU-side structs and flags are read by the device code only.
+#[cfg_attr(not(feature = "gpu"), allow(dead_code))]
+pub(crate) mod layout;
 pub mod request;
 
 pub use config::{AdapterDescription, Backend, GpuConfig, REQUIRE_GPU_ENV};
@@ -23,7 +25,7 @@ pub mod kernels;
 #[cfg(feature = "gpu")]
 pub mod ranker;
 #[cfg(feature = "gpu")]
-pub mod registry;
+pub(crate) mod registry;
 #[cfg(all(feature = "gpu", any(test, feature = "testing")))]
 pub use device::test_gpu;
 #[cfg(feature = "gpu")]
