@@ -509,7 +509,7 @@ pub fn index_bench(memory: &mut Memory, queries: &[Query], mode: Mode) -> Result
     }];
     memory.set_index_enabled(true);
     let refs: Vec<(usize, &Query)> = queries.iter().map(|q| (0, q)).collect();
-    let (anchor_recall, _) = crate::eval::dense_anchor_recall(std::slice::from_ref(memory), &refs);
+    let (anchor_recall, _) = crate::eval::dense_anchor_recall(&[&*memory], &refs);
     let (results, mut millis) = run(memory)?;
     let episodes = |r: &Retrieval| r.hits.iter().map(|h| h.episode).collect::<Vec<u32>>();
     let same = results.iter().zip(&scan).filter(|(r, s)| episodes(r) == episodes(s)).count();

@@ -305,7 +305,7 @@ pub async fn evaluate(
     };
     let engine = Engine::new(memories, gpu)?;
     let refs: Vec<(usize, &Query)> = requests.iter().map(|(m, q)| (*m, q)).collect();
-    let index = if engine.choice().backend == Backend::Cpu { index_use(engine.memories(), &refs) } else { None };
+    let index = if engine.choice().backend == Backend::Cpu { index_use(&engine.memories(), &refs) } else { None };
     let mut batched = BTreeMap::new();
     // What memory `m` returned (episodes best first) makes of one question; the budget cuts it
     // as it cuts every search.
@@ -385,7 +385,10 @@ pub async fn evaluate(
         modes.insert(name.clone(), mode_report(&reported, m, None, config.top_k));
     }
     let per_question = if options.per_question {
-        reported.iter().map(|item| question_result(item, engine.memories(), &columns, &thresholds)).collect()
+        {
+            let memories = engine.memories();
+            reported.iter().map(|item| question_result(item, &memories, &columns, &thresholds)).collect()
+        }
     } else {
         Vec::new()
     };
@@ -409,7 +412,12 @@ pub async fn evaluate(
 }
 
 /// One reported question's result in every mode, by turn id.
-fn question_result(item: &Item, memories: &[Memory], columns: &[String], thresholds: &[Option<f64>]) -> QuestionResult {
+fn question_result(
+    item: &Item,
+    memories: &[&Memory],
+    columns: &[String],
+    thresholds: &[Option<f64>],
+) -> QuestionResult {
     let memory = &memories[item.memory];
     let turn = |e: &u32| memory.episodes()[*e as usize].turn_id.clone();
     let modes = columns
@@ -442,7 +450,7 @@ fn question_result(item: &Item, memories: &[Memory], columns: &[String], thresho
 
 /// Builds the dense index of every memory that gets one (timed, so no question pays for it)
 /// and measures the recall of the questions' true dense anchors; `None` when no memory has one.
-fn index_use(memories: &[Memory], refs: &[(usize, &Query)]) -> Option<IndexUse> {
+fn index_use(memories: &[&Memory], refs: &[(usize, &Query)]) -> Option<IndexUse> {
     let t0 = Instant::now();
     let bytes: Vec<usize> = memories.iter().filter_map(|m| m.dense_index().map(|i| i.bytes())).collect();
     if bytes.is_empty() {
@@ -455,7 +463,7 @@ fn index_use(memories: &[Memory], refs: &[(usize, &Query)]) -> Option<IndexUse> 
 
 /// Share of the true dense anchors (by a scan) that the dense indices give, over the queries
 /// `refs` asks of memories that have one (1 when none was wanted), and how many such queries.
-pub fn dense_anchor_recall(memories: &[Memory], refs: &[(usize, &Query)]) -> (f64, usize) {
+pub fn dense_anchor_recall(memories: &[&Memory], refs: &[(usize, &Query)]) -> (f64, usize) {
     use rayon::prelude::*;
     let recall: Vec<(usize, usize)> =
         refs.par_iter().filter_map(|&(m, q)| memories[m].dense_anchor_recall(q)).collect();

@@ -7,6 +7,7 @@
 //! `Memory`'s on the CPU and the kernels' on the GPU.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use rayon::prelude::*;
 use serde::Serialize;
@@ -51,7 +52,7 @@ pub struct BatchReport {
     pub gpu_us: f64,
 }
 
-fn upload(memories: &[Memory], gpu: &Gpu) -> Result<Corpus> {
+fn upload(memories: &[&Memory], gpu: &Gpu) -> Result<Corpus> {
     if let Some(m) = memories.iter().find(|m| m.config() != memories[0].config()) {
         return Err(Error::InvalidArgument(format!(
             "memory '{}' has other retrieval settings than '{}': one engine ranks with one config",
@@ -122,62 +123,78 @@ pub fn choose(config: &GpuConfig, retrieve: &RetrieveConfig, largest: Option<usi
     }
 }
 
-/// Memories ready for queries on one backend.
+/// Memories ready for queries on one backend, each in a slot: the one engine `query`, `eval`,
+/// the benchmarks, training and the serving API's search thread rank with. A slot's memory
+/// can be replaced (a write grew its scope), removed and inserted; on the GPU each change
+/// uploads only that memory, and the corpus is compacted once replaced graphs outweigh the
+/// live ones (or on [`Engine::compact`]).
 pub struct Engine {
-    memories: Vec<Memory>,
+    /// Slot → its memory; `None`: emptied by [`Engine::remove`].
+    slots: Vec<Option<Arc<Memory>>>,
+    /// Emptied slots, taken again by [`Engine::insert`] (the last first).
+    free: Vec<u32>,
+    /// The device, when the engine runs on the GPU (a compaction uploads to it afresh).
+    gpu: Option<Gpu>,
     ranker: Option<Ranker>,
     choice: Choice,
 }
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine").field("memories", &self.memories.len()).field("choice", &self.choice).finish()
+        f.debug_struct("Engine").field("slots", &self.slots.len()).field("choice", &self.choice).finish()
     }
 }
 
+/// Where a compaction moved each slot: `moved[old]` is the new slot (`None`: it was empty).
+pub type Moved = Vec<Option<u32>>;
+
 impl Engine {
     /// Chooses the backend as `config` says ([`choose`]) and uploads the graphs when it is the
-    /// GPU; under `auto` a failed upload leaves the engine on the CPU, saying why.
-    pub fn new(memories: Vec<Memory>, config: &GpuConfig) -> Result<Engine> {
+    /// GPU; under `auto` a failed upload leaves the engine on the CPU, saying why. Memory `i`
+    /// is in slot `i`.
+    pub fn new<M: Into<Arc<Memory>>>(memories: Vec<M>, config: &GpuConfig) -> Result<Engine> {
+        let memories: Vec<Arc<Memory>> = memories.into_iter().map(Into::into).collect();
         let largest = memories.iter().map(|m| m.graph().node_count()).max().unwrap_or(0);
         let retrieve = memories.first().map(|m| m.config().clone()).unwrap_or_default();
         let (gpu, choice) = choose(config, &retrieve, Some(largest))?;
-        let Some(gpu) = gpu else { return Ok(Engine { memories, ranker: None, choice }) };
-        match upload(&memories, &gpu) {
-            Ok(corpus) => Ok(Engine::with_corpus(memories, corpus, &gpu, choice.reason)),
+        let Some(gpu) = gpu else { return Ok(Engine::with(memories, None, choice)) };
+        match upload(&memories.iter().map(|m| &**m).collect::<Vec<_>>(), &gpu) {
+            Ok(corpus) => Ok(Engine::with(memories, Some((gpu, corpus)), choice)),
             Err(e) if config.backend == Backend::Gpu => Err(e),
             Err(e) => {
                 let reason = format!("uploading the graphs to {} failed: {e}", gpu.adapter());
                 let choice = Choice { backend: Backend::Cpu, reason, adapter: Some(gpu.adapter().clone()) };
-                Ok(Engine { memories, ranker: None, choice })
+                Ok(Engine::with(memories, None, choice))
             }
         }
     }
 
     /// On `gpu`, whatever the sizes. The memories must share one retrieval config (a batch
     /// runs with one set of settings).
-    pub fn on_gpu(memories: Vec<Memory>, gpu: Gpu, reason: String) -> Result<Engine> {
-        let corpus = upload(&memories, &gpu)?;
-        Ok(Engine::with_corpus(memories, corpus, &gpu, reason))
-    }
-
-    fn with_corpus(memories: Vec<Memory>, corpus: Corpus, gpu: &Gpu, reason: String) -> Engine {
-        let adapter = Some(gpu.adapter().clone());
-        Engine {
-            memories,
-            ranker: Some(Ranker::new(corpus)),
-            choice: Choice { backend: Backend::Gpu, reason, adapter },
-        }
+    pub fn on_gpu<M: Into<Arc<Memory>>>(memories: Vec<M>, gpu: Gpu, reason: String) -> Result<Engine> {
+        let memories: Vec<Arc<Memory>> = memories.into_iter().map(Into::into).collect();
+        let corpus = upload(&memories.iter().map(|m| &**m).collect::<Vec<_>>(), &gpu)?;
+        let choice = Choice { backend: Backend::Gpu, reason, adapter: Some(gpu.adapter().clone()) };
+        Ok(Engine::with(memories, Some((gpu, corpus)), choice))
     }
 
     /// On the CPU.
-    pub fn on_cpu(memories: Vec<Memory>) -> Engine {
+    pub fn on_cpu<M: Into<Arc<Memory>>>(memories: Vec<M>) -> Engine {
         Engine::on_cpu_because(memories, "CPU engine".into())
     }
 
     /// On the CPU, for the reason given.
-    pub fn on_cpu_because(memories: Vec<Memory>, reason: String) -> Engine {
-        Engine { memories, ranker: None, choice: Choice { backend: Backend::Cpu, reason, adapter: None } }
+    pub fn on_cpu_because<M: Into<Arc<Memory>>>(memories: Vec<M>, reason: String) -> Engine {
+        let choice = Choice { backend: Backend::Cpu, reason, adapter: None };
+        Engine::with(memories.into_iter().map(Into::into).collect(), None, choice)
+    }
+
+    fn with(memories: Vec<Arc<Memory>>, device: Option<(Gpu, Corpus)>, choice: Choice) -> Engine {
+        let (gpu, ranker) = match device {
+            Some((gpu, corpus)) => (Some(gpu), Some(Ranker::new(corpus))),
+            None => (None, None),
+        };
+        Engine { slots: memories.into_iter().map(Some).collect(), free: Vec::new(), gpu, ranker, choice }
     }
 
     /// The GPU ranker, when the engine runs on the GPU.
@@ -196,9 +213,93 @@ impl Engine {
         &self.choice
     }
 
-    /// The memories, in the order given.
-    pub fn memories(&self) -> &[Memory] {
-        &self.memories
+    /// The memories of the occupied slots, in slot order (memory `i` is slot `i` while no slot
+    /// was removed).
+    pub fn memories(&self) -> Vec<&Memory> {
+        self.slots.iter().flatten().map(|m| &**m).collect()
+    }
+
+    /// The memory in `slot`, or the error naming a slot the engine does not hold.
+    pub fn memory(&self, slot: usize) -> Result<&Arc<Memory>> {
+        self.slots.get(slot).and_then(Option::as_ref).ok_or_else(|| {
+            Error::InvalidArgument(format!("unknown memory {slot} (the engine holds {})", self.slots.len()))
+        })
+    }
+
+    /// Puts `memory` in a new slot (an emptied one first) and returns the slot, and where a
+    /// compaction moved the others, if the change brought one.
+    pub fn insert(&mut self, memory: Arc<Memory>) -> Result<(u32, Option<Moved>)> {
+        let slot = self.free.pop().unwrap_or(self.slots.len() as u32);
+        if let Err(e) = self.put(slot, memory) {
+            self.free.push(slot);
+            return Err(e);
+        }
+        let moved = self.compact_if_worth_it()?;
+        let slot = moved.as_ref().and_then(|m| m[slot as usize]).unwrap_or(slot);
+        Ok((slot, moved))
+    }
+
+    /// Puts `memory` in `slot` in place of the one there, and says where a compaction moved
+    /// every slot, if the change brought one.
+    pub fn replace(&mut self, slot: u32, memory: Arc<Memory>) -> Result<Option<Moved>> {
+        self.memory(slot as usize)?;
+        self.put(slot, memory)?;
+        self.compact_if_worth_it()
+    }
+
+    /// Empties `slot` (on the GPU its graph is garbage until a compaction), and says where a
+    /// compaction moved every slot, if the change brought one.
+    pub fn remove(&mut self, slot: u32) -> Result<Option<Moved>> {
+        self.memory(slot as usize)?;
+        if let Some(ranker) = self.ranker.as_mut() {
+            ranker.corpus_mut().remove(slot as usize)?;
+        }
+        self.slots[slot as usize] = None;
+        self.free.push(slot);
+        self.compact_if_worth_it()
+    }
+
+    /// Uploads a fresh corpus of the occupied slots only, so no GPU buffer keeps a replaced or
+    /// removed graph; slots are renumbered densely in their order. Returns where each moved.
+    pub fn compact(&mut self) -> Result<Moved> {
+        let mut moved = Vec::with_capacity(self.slots.len());
+        let mut kept = Vec::new();
+        for m in self.slots.drain(..) {
+            moved.push(m.as_ref().map(|_| kept.len() as u32));
+            kept.extend(m);
+        }
+        self.free.clear();
+        let corpus = self.gpu.as_ref().map(|gpu| upload(&kept.iter().map(|m| &**m).collect::<Vec<_>>(), gpu));
+        self.slots = kept.into_iter().map(Some).collect();
+        // A failed upload leaves no ranker: the engine answers on the CPU from then on.
+        self.ranker = None;
+        if let Some(corpus) = corpus {
+            self.ranker = Some(Ranker::new(corpus?));
+        }
+        Ok(moved)
+    }
+
+    fn put(&mut self, slot: u32, memory: Arc<Memory>) -> Result<()> {
+        if let Some(ranker) = self.ranker.as_mut() {
+            ranker.corpus_mut().replace(slot as usize, &GpuBridge::of(&memory).input())?;
+        }
+        match self.slots.get_mut(slot as usize) {
+            Some(s) => *s = Some(memory),
+            None => self.slots.push(Some(memory)),
+        }
+        Ok(())
+    }
+
+    /// A compaction, when the GPU's replaced segments outweigh its live nodes (at least 2¹⁶).
+    fn compact_if_worth_it(&mut self) -> Result<Option<Moved>> {
+        let corpus = match self.ranker.as_mut() {
+            Some(ranker) => ranker.corpus_mut(),
+            None => return Ok(None),
+        };
+        if corpus.garbage_nodes() > corpus.live_nodes().max(1 << 16) {
+            return self.compact().map(Some);
+        }
+        Ok(None)
     }
 
     /// Runs one query on memory `memory`.
@@ -214,19 +315,12 @@ impl Engine {
         self.memory(memory)?.explain(query, mode)
     }
 
-    /// Memory `m`, or the error naming an index the engine does not hold.
-    fn memory(&self, m: usize) -> Result<&Memory> {
-        self.memories.get(m).ok_or_else(|| {
-            Error::InvalidArgument(format!("unknown memory {m} (the engine holds {})", self.memories.len()))
-        })
-    }
-
     /// Runs `requests` (memory index, query) in one mode: on the GPU as one batch over all
     /// graphs for the synapse modes, on the CPU (in parallel over queries) otherwise or after a
     /// GPU error. Results in request order.
     pub fn retrieve_batch(&self, requests: &[(usize, &Query)], mode: Mode) -> Result<(Vec<Retrieval>, BatchReport)> {
         let requests: Vec<(u32, &Memory, &Query)> =
-            requests.iter().map(|&(m, q)| Ok((m as u32, self.memory(m)?, q))).collect::<Result<_>>()?;
+            requests.iter().map(|&(m, q)| Ok((m as u32, &**self.memory(m)?, q))).collect::<Result<_>>()?;
         retrieve_on(self.ranker.as_ref(), &requests, mode)
     }
 }
@@ -304,5 +398,58 @@ pub fn retrieve_on(
             report.fallback = Some(e.to_string());
             Ok((cpu(requests)?, report))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::retrieve::bm25::Analyzer;
+    use crate::retrieve::memory::episodes_of;
+    use rand::SeedableRng;
+
+    /// Memories of one growing conversation, after each of its writes.
+    fn memories() -> Vec<Arc<Memory>> {
+        let (texts, graphs) = crate::graph::build::growing_graphs(60);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        let vectors = crate::graph::synthetic::unit_embeddings(texts.len(), &mut rng);
+        let episodes = episodes_of(&texts, &vectors);
+        let config = RetrieveConfig::default();
+        graphs
+            .iter()
+            .map(|g| {
+                let n = g.episode_count();
+                Arc::new(Memory::new("c", episodes[..n].to_vec(), g.clone(), config.clone()).unwrap())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn slots_are_inserted_replaced_removed_and_compacted_in_order() {
+        let m = memories();
+        assert!(m.len() >= 5, "{} writes", m.len());
+        let mut engine = Engine::on_cpu(vec![m[0].clone(), m[1].clone()]);
+        assert_eq!(engine.insert(m[2].clone()).unwrap(), (2, None));
+        engine.remove(0).unwrap();
+        assert!(engine.memory(0).unwrap_err().to_string().contains("unknown memory 0"));
+        // An emptied slot is taken again; a replaced one holds the new memory.
+        assert_eq!(engine.insert(m[3].clone()).unwrap(), (0, None));
+        assert!(engine.replace(1, m[4].clone()).unwrap().is_none());
+        assert!(Arc::ptr_eq(engine.memory(1).unwrap(), &m[4]));
+        engine.remove(1).unwrap();
+        assert!(engine.replace(1, m[4].clone()).is_err(), "an empty slot is not replaced");
+        // A compaction renumbers the occupied slots densely, in order.
+        assert_eq!(engine.compact().unwrap(), [Some(0), None, Some(1)]);
+        assert!(Arc::ptr_eq(engine.memory(0).unwrap(), &m[3]) && Arc::ptr_eq(engine.memory(1).unwrap(), &m[2]));
+        assert_eq!(engine.memories().len(), 2);
+        // A slot answers as its memory does.
+        let (texts, _) = crate::graph::build::growing_graphs(60);
+        let query = Query::new(
+            &mut Analyzer::new().unwrap(),
+            &texts[5],
+            m[2].embedding(m[2].graph().episode_nodes()[5]).to_vec(),
+        )
+        .unwrap();
+        assert_eq!(engine.retrieve(1, &query, Mode::Synapse).unwrap(), m[2].retrieve(&query, Mode::Synapse).unwrap());
     }
 }

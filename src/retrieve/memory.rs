@@ -401,31 +401,33 @@ fn node_rows(conversation: &str, episodes: &[Episode], graph: &Graph, from: usiz
     Ok((embeddings, texts))
 }
 
+/// Episodes of `texts` with the rows of `vectors` as embeddings, an hour apart (tests).
+#[cfg(test)]
+pub(super) fn episodes_of(texts: &[String], vectors: &[f32]) -> Vec<Episode> {
+    texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| Episode {
+            conversation: "c".into(),
+            session: 1,
+            turn_id: i.to_string(),
+            position: i as u32,
+            speaker: "user".into(),
+            text: t.clone(),
+            image_caption: None,
+            timestamp: chrono::DateTime::from_timestamp(1_683_504_000 + 3_600 * i as i64, 0),
+            embedding: vectors[i * EMBEDDING_DIM..(i + 1) * EMBEDDING_DIM].to_vec(),
+            metadata: None,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::retrieve::{Mode, Query};
     use rand::SeedableRng;
     use rand::rngs::StdRng;
-
-    fn episodes_of(texts: &[String], vectors: &[f32]) -> Vec<Episode> {
-        texts
-            .iter()
-            .enumerate()
-            .map(|(i, t)| Episode {
-                conversation: "c".into(),
-                session: 1,
-                turn_id: i.to_string(),
-                position: i as u32,
-                speaker: "user".into(),
-                text: t.clone(),
-                image_caption: None,
-                timestamp: chrono::DateTime::from_timestamp(1_683_504_000 + 3_600 * i as i64, 0),
-                embedding: vectors[i * EMBEDDING_DIM..(i + 1) * EMBEDDING_DIM].to_vec(),
-                metadata: None,
-            })
-            .collect()
-    }
 
     #[test]
     fn a_memory_extended_write_by_write_is_the_memory_built_at_once() {

@@ -30,11 +30,10 @@ use crate::config::ServeConfig;
 use crate::embed::{EMBEDDING_DIM, Embedder};
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
-use crate::gpu::corpus::Corpus;
 use crate::gpu::ranker::Ranker;
 use crate::retrieve::bm25::Analyzer;
-use crate::retrieve::engine::retrieve_on;
-use crate::retrieve::{GpuBridge, Memory, Mode, Query, Retrieval};
+use crate::retrieve::engine::{Engine, retrieve_on};
+use crate::retrieve::{Memory, Mode, Query, Retrieval};
 
 /// One search of a batch: the request, its scope's key, the scope as the request found it, and
 /// the episodes its filter allows (`None`: all; such a search is ranked on the CPU).
@@ -92,55 +91,66 @@ impl Searcher {
     }
 }
 
-/// The scopes resident on the GPU.
+/// The scopes resident on the GPU: the engine's slots, and which scope is in which.
 struct Resident {
-    gpu: Gpu,
-    ranker: Ranker,
-    /// Scope key → its corpus slot and the memory uploaded there.
-    slots: HashMap<String, (u32, Arc<Memory>)>,
-    /// Slots emptied by removed scopes.
-    free: Vec<u32>,
+    engine: Engine,
+    /// Scope key → its slot in the engine.
+    slots: HashMap<String, u32>,
 }
 
 impl Resident {
     fn upload(gpu: Gpu, scopes: &HashMap<String, Arc<Memory>>) -> Result<Resident> {
         let mut keys: Vec<&String> = scopes.keys().collect();
         keys.sort();
-        let inputs: Vec<_> = keys.iter().map(|k| GpuBridge::of(&scopes[*k]).input()).collect();
-        let corpus = Corpus::upload(&gpu, &inputs)?;
-        let slots = keys.iter().enumerate().map(|(i, k)| ((*k).clone(), (i as u32, scopes[*k].clone()))).collect();
-        Ok(Resident { ranker: Ranker::new(corpus), gpu, slots, free: Vec::new() })
+        let memories: Vec<Arc<Memory>> = keys.iter().map(|k| scopes[*k].clone()).collect();
+        let reason = format!("the service's backend, {}", gpu.adapter());
+        let engine = Engine::on_gpu(memories, gpu, reason)?;
+        let slots = keys.iter().enumerate().map(|(i, k)| ((*k).clone(), i as u32)).collect();
+        Ok(Resident { engine, slots })
+    }
+
+    /// The memory resident for `key` and its slot.
+    fn get(&self, key: &str) -> Option<(u32, &Arc<Memory>)> {
+        let slot = *self.slots.get(key)?;
+        self.engine.memory(slot as usize).ok().map(|m| (slot, m))
     }
 
     /// Puts `memory` in `key`'s slot (a new slot for a new scope), or empties it.
     fn update(&mut self, key: String, memory: Option<Arc<Memory>>) -> Result<()> {
-        let held = self.slots.remove(&key).map(|(slot, _)| slot);
-        let corpus = self.ranker.corpus_mut();
-        match memory {
-            Some(m) => {
-                let slot = held.or_else(|| self.free.pop()).unwrap_or(corpus.len() as u32);
-                corpus.replace(slot as usize, &GpuBridge::of(&m).input())?;
-                self.slots.insert(key, (slot, m));
+        let held = self.slots.get(&key).copied();
+        let moved = match (memory, held) {
+            (Some(m), Some(slot)) => self.engine.replace(slot, m)?,
+            (Some(m), None) => {
+                let (slot, moved) = self.engine.insert(m)?;
+                self.slots.insert(key, slot);
+                moved
             }
-            None => {
-                if let Some(slot) = held {
-                    corpus.remove(slot as usize)?;
-                    self.free.push(slot);
-                }
+            (None, Some(slot)) => {
+                self.slots.remove(&key);
+                self.engine.remove(slot)?
             }
-        }
-        // Replaced segments stay until a compaction; past the live size, compact.
-        if corpus.garbage_nodes() > corpus.live_nodes().max(1 << 16) {
-            self.compact()?;
+            (None, None) => None,
+        };
+        if let Some(moved) = moved {
+            self.renumber(&moved);
         }
         Ok(())
     }
 
     /// A fresh corpus of the live scopes: nothing replaced or removed stays on the GPU.
     fn compact(&mut self) -> Result<()> {
-        let scopes: HashMap<String, Arc<Memory>> = self.slots.drain().map(|(k, (_, m))| (k, m)).collect();
-        *self = Resident::upload(self.gpu.clone(), &scopes)?;
+        let moved = self.engine.compact()?;
+        self.renumber(&moved);
         Ok(())
+    }
+
+    /// Follows the engine's compaction: each scope's slot where it moved.
+    fn renumber(&mut self, moved: &[Option<u32>]) {
+        for slot in self.slots.values_mut() {
+            if let Some(Some(to)) = moved.get(*slot as usize) {
+                *slot = *to;
+            }
+        }
     }
 }
 
@@ -269,14 +279,14 @@ impl Thread {
             if queries[i].is_err() {
                 continue;
             }
-            match self.resident.as_ref().and_then(|r| r.slots.get(&s.key)) {
-                Some((slot, m)) if Arc::ptr_eq(m, &s.memory) && s.only.is_none() => on_gpu.push((i, *slot)),
+            match self.resident.as_ref().and_then(|r| r.get(&s.key)) {
+                Some((slot, m)) if Arc::ptr_eq(m, &s.memory) && s.only.is_none() => on_gpu.push((i, slot)),
                 _ => on_cpu.push(i),
             }
         }
         let query = |i: usize| queries[i].as_ref().map_err(|e| e.to_string());
         let mut out: Vec<Option<Result<Retrieval>>> = (0..searches.len()).map(|_| None).collect();
-        let ranker = self.resident.as_ref().map(|r| &r.ranker);
+        let ranker = self.resident.as_ref().and_then(|r| r.engine.ranker());
         // Each mode asked for is one batch (a search that names none takes its scope's
         // configured mode).
         let mode = |i: usize| searches[i].request.mode.unwrap_or(searches[i].memory.config().mode);

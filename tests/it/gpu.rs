@@ -173,8 +173,12 @@ fn gpu_batches_over_real_graphs_return_what_the_cpu_returns() {
         }
     }
     // A batch split into many submits (a tiny work budget) gives the same results.
-    let mut split_engine =
-        Engine::on_gpu(cpu_engine.memories().to_vec(), test_gpu().expect("gpu"), "test".into()).expect("upload");
+    let mut split_engine = Engine::on_gpu(
+        cpu_engine.memories().into_iter().cloned().collect::<Vec<Memory>>(),
+        test_gpu().expect("gpu"),
+        "test".into(),
+    )
+    .expect("upload");
     split_engine.ranker_mut().expect("gpu").set_work_limit(2000);
     let (cpu, _) = cpu_engine.retrieve_batch(&refs, Mode::Synapse).expect("cpu");
     let (split, report) = split_engine.retrieve_batch(&refs, Mode::Synapse).expect("gpu");
