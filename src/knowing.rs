@@ -99,13 +99,18 @@ pub struct GateTraining {
 impl GateModel {
     /// The probability that the memory holds the answer, from a result's features.
     pub fn confidence(&self, features: &[f32]) -> f32 {
+        self.probability(features.iter().copied())
+    }
+
+    /// The probability from the features in the model's own order: the one place the model's
+    /// formula is written.
+    fn probability(&self, features: impl Iterator<Item = f32>) -> f32 {
         let z = self.bias
             + features
-                .iter()
                 .zip(&self.mean)
                 .zip(&self.scale)
                 .zip(&self.weights)
-                .map(|(((&x, m), s), w)| w * (x as f64 - m) / s)
+                .map(|(((x, m), s), w)| w * (x as f64 - m) / s)
                 .sum::<f64>();
         sigmoid(z) as f32
     }
@@ -189,17 +194,7 @@ impl BoundGate {
     /// The probability that the memory holds the answer, from a result's features in the
     /// build's order (each weight meets its feature by name, whatever order the file lists).
     pub fn confidence(&self, features: &[f32]) -> f32 {
-        let m = &self.model;
-        let z = m.bias
-            + self
-                .at
-                .iter()
-                .zip(&m.mean)
-                .zip(&m.scale)
-                .zip(&m.weights)
-                .map(|(((&i, mean), s), w)| w * (features[i] as f64 - mean) / s)
-                .sum::<f64>();
-        sigmoid(z) as f32
+        self.model.probability(self.at.iter().map(|&i| features[i]))
     }
 }
 

@@ -21,10 +21,16 @@ pub trait Verdict {
 pub struct ActivationGate<'a>(pub(super) Ctx<'a>);
 
 impl Verdict for ActivationGate<'_> {
+    fn judge(&self, query: &Query, r: &Retrieval) -> Result<(f32, bool)> {
+        Ok(self.verdict(query, r))
+    }
+}
+
+impl ActivationGate<'_> {
     /// The ranking's confidence (the top activation of a synapse mode, the top score of a
     /// baseline) times the speaker agreement when the settings check it; rejected, in a
-    /// synapse mode, under `gate_threshold`.
-    fn judge(&self, query: &Query, r: &Retrieval) -> Result<(f32, bool)> {
+    /// synapse mode, under `gate_threshold`. It cannot fail.
+    fn verdict(&self, query: &Query, r: &Retrieval) -> (f32, bool) {
         let config = self.0.config;
         let mut confidence = r.confidence;
         if config.speaker_check
@@ -32,17 +38,12 @@ impl Verdict for ActivationGate<'_> {
         {
             confidence *= ratio;
         }
-        Ok((confidence, r.mode.is_synapse() && confidence < config.gate_threshold))
+        (confidence, r.mode.is_synapse() && confidence < config.gate_threshold)
     }
-}
 
-impl<'a> ActivationGate<'a> {
     /// Applies the gate to a ranking: its confidence and rejection set.
     pub(super) fn apply(&self, query: &Query, mut r: Retrieval) -> Retrieval {
-        // The activation gate never fails.
-        if let Ok((confidence, rejected)) = self.judge(query, &r) {
-            (r.confidence, r.rejected) = (confidence, rejected);
-        }
+        (r.confidence, r.rejected) = self.verdict(query, &r);
         r
     }
 
