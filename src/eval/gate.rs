@@ -27,12 +27,13 @@ pub fn gate_examples(mut loaded: Loaded, dataset: &str) -> Result<Vec<GateExampl
     let engine = Engine::on_cpu_because(loaded.memories, "gate examples rank on the CPU reference".into());
     let requests: Vec<(usize, &Query)> = loaded.questions.iter().map(|q| (q.memory, &q.query)).collect();
     let (results, _) = engine.retrieve_batch(&requests, Mode::Synapse)?;
+    let memories = engine.memories();
     Ok(loaded
         .questions
         .par_iter()
         .zip(results.par_iter())
         .map(|(q, r)| {
-            let memory = &engine.memories()[q.memory];
+            let memory = memories[q.memory];
             GateExample {
                 conversation: memory.conversation().to_string(),
                 dataset: dataset.to_string(),

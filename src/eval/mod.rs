@@ -217,11 +217,12 @@ pub fn training_examples(loaded: Loaded, set: FeatureSet) -> Result<Vec<Example>
     let asked: Vec<&Labelled> = loaded.questions.iter().filter(|q| !q.adversarial && !q.gold.is_empty()).collect();
     let requests: Vec<(usize, &Query)> = asked.iter().map(|q| (q.memory, &q.query)).collect();
     let (results, _) = engine.retrieve_batch(&requests, Mode::Synapse)?;
+    let memories = engine.memories();
     asked
         .par_iter()
         .zip(results.par_iter())
         .map(|(q, r)| {
-            let memory = &engine.memories()[q.memory];
+            let memory = memories[q.memory];
             let (candidates, embeddings) = GnnRerank::of(memory).input(&q.query, r);
             // Every passage of a gold turn is relevant (evidence names turns).
             let turns = memory.turns();
@@ -316,7 +317,7 @@ pub async fn evaluate(
             Retrieval::budget_run(episodes.len(), config.max_context_tokens, hit_tokens.iter().map(|&t| Ok(t)))?;
         let handed_tokens = hit_tokens[..handed].iter().sum();
         // Ranked by turn: a passage stands for the turn evidence names.
-        let turns = engine.memories()[m].turns();
+        let turns = engine.memory(m)?.turns();
         let ranked: Vec<u32> = episodes.iter().map(|&e| turns[e as usize]).collect();
         Ok::<_, Error>(Outcome { ranked, via, confidence, millis, tokens, handed, handed_tokens })
     };
@@ -336,7 +337,7 @@ pub async fn evaluate(
         } else {
             for (item, &(m, q)) in items.iter_mut().zip(&refs) {
                 let t0 = Instant::now();
-                let r = engine.memories()[m].retrieve(q, mode)?;
+                let r = engine.memory(m)?.retrieve(q, mode)?;
                 let millis = t0.elapsed().as_secs_f64() * 1e3;
                 item.outcomes.push(outcome(m, &r, millis)?);
             }
@@ -350,7 +351,7 @@ pub async fn evaluate(
     };
     for k in 0..options.peers.runs.len() {
         for item in items.iter_mut() {
-            let memory = &engine.memories()[item.memory];
+            let memory = engine.memory(item.memory)?;
             let (episodes, millis) =
                 options.peers.episodes(k, memory, &episode_ids[item.memory], &item.id, config.top_k)?;
             item.outcomes.push(returned(item.memory, &episodes, Vec::new(), None, millis)?);

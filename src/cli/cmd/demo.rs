@@ -40,7 +40,7 @@ async fn answer(store_dir: &Path, config: &Config, conversations: &[String]) -> 
     for id in conversations {
         let memory = myelin::pipeline::stored_memory(&store, id, config).await?;
         let engine = Engine::new(vec![memory], &config.gpu)?;
-        let memory = &engine.memories()[0];
+        let memory = engine.memory(0)?;
         for q in store.questions(id).await? {
             let query = Query::new(&mut analyzer, &q.text, embedder.embed_one(&q.text)?)?;
             // The whole result ranks and gates; the best three are shown, in time order.

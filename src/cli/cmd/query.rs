@@ -50,7 +50,7 @@ async fn query(
     let t0 = Instant::now();
     let (result, explanations) =
         if explain { engine.explain(0, &query, mode)? } else { (engine.retrieve(0, &query, mode)?, Vec::new()) };
-    let memory = &engine.memories()[0];
+    let memory = engine.memory(0)?;
     let retrieve_ms = t0.elapsed().as_secs_f64() * 1e3;
     // The context budget hands over the best episodes that fit.
     let result = memory.hand_over(result, |t| embedder.token_count(t))?;
