@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use super::config::{AdapterDescription, REQUIRE_GPU_ENV};
+use super::config::AdapterDescription;
+#[cfg(any(test, feature = "testing"))]
+use super::config::REQUIRE_GPU_ENV;
 use super::registry::Registry;
 use crate::error::{Error, Result};
 

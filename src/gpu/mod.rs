@@ -1,12 +1,13 @@
 //! The GPU backend: where retrieval runs (`config.rs`: [`Backend`], [`GpuConfig`]), what a
-//! ranking batch asks and returns (`request`, plain data in every build), and, with the `gpu` feature, one
-//! device (`device.rs`: `Gpu`), the shader registry, the graphs it holds (`corpus`), the
-//! batched ranking step (`ranker`) and single-kernel runners for parity tests and benchmarks
-//! (`kernels`). Without the feature, `dummy.rs` stands in: the same types, none of which can
-//! exist, so opening a device says the build has none.
+//! ranking batch asks and returns (`request`, plain data in every build), and, with the `gpu`
+//! feature, one device (`device.rs`: `Gpu`), the shader registry, the graphs it holds
+//! (`corpus`), the batched ranking step (`ranker`) and single-kernel runners for parity tests
+//! and benchmarks (`kernels`). Without the feature, `dummy.rs` stands in: the same types, none
+//! of which can exist, so opening a device says the build has none.
 //!
-//! This file only names what its files define. Owns everything wgpu. Must not decide what to rank or how to read the result: `retrieve`
-//! prepares the queries and turns ranked nodes into episodes, exactly as on the CPU.
+//! This file only names what its files define. Owns everything wgpu. Must not decide what to
+//! rank or how to read the result: `retrieve` prepares the queries and turns ranked nodes into
+//! episodes, exactly as on the CPU.
 
 mod config;
 // Its GPU-side structs and flags are read by the device code only.

@@ -1,10 +1,10 @@
 //! Reading conversations from files in the public benchmark layouts.
 //!
-//! This module owns turning a path into [`Conversation`](crate::conversation::Conversation)s: it tells the layouts apart
-//! ([`detect_format`]), reads LoCoMo files ([`locomo`]) and BEAM conversation directories
-//! ([`beam`]), parses their dates ([`time`]), repairs and resolves the questions' gold evidence
-//! ([`evidence`]), and refuses input it cannot trust with an error that names the file and the
-//! place. The loaders must not embed text or store anything: what they return is plain data for
+//! This module owns turning a path into [`Conversation`](crate::conversation::Conversation)s:
+//! it tells the layouts apart ([`detect_format`]), reads LoCoMo files ([`locomo`]) and BEAM
+//! conversation directories ([`beam`]), parses their dates ([`time`]), repairs and resolves the
+//! questions' gold evidence ([`evidence`]), and refuses input it cannot trust with an error
+//! that names the file and the place; what every loader shares is `read.rs`'s. The loaders must not embed text or store anything: what they return is plain data for
 //! `embed` and `store` to take from there (the `pipeline` module runs a whole ingest on top of
 //! them).
 

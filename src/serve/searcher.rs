@@ -7,9 +7,10 @@
 //! On a GPU this thread is the only one that touches the queue: it owns the resident graphs
 //! (a `retrieve::engine::Engine`, one slot per scope) and applies the writer's updates to them
 //! in the order they come, uploading only the scope a write changed; after a deletion it
-//! compacts the engine, so no GPU buffer keeps what was deleted. A search whose scope the corpus does not hold as
-//! the request saw it runs on the CPU instead, so results never depend on an update in flight;
-//! so does a search restricted by a filter (`Query::only`), which the GPU's walk does not read.
+//! compacts the engine, so no GPU buffer keeps what was deleted. A search whose scope the
+//! engine does not hold as the request saw it runs on the CPU instead, so results never depend
+//! on an update in flight; so does a search restricted by a filter (`Query::only`), which the
+//! GPU's walk does not read.
 //!
 //! Query embeddings are kept by exact text in a bounded cache (`serve.query_cache`), so a
 //! question asked again skips the model.
