@@ -36,7 +36,7 @@ fn benches(c: &mut Criterion) {
 
     let mut group = c.benchmark_group(format!("rank-{nodes}"));
     group.sample_size(10).measurement_time(Duration::from_secs(5));
-    let cpu = Engine::on_cpu(w.memories.clone());
+    let cpu = Engine::on_cpu(w.memories.clone()).expect("cpu engine");
     for b in [1, batch] {
         group.bench_with_input(BenchmarkId::new("cpu", b), &b, |bench, &b| {
             bench.iter(|| cpu.retrieve_batch(&queries[..b], Mode::Synapse).expect("cpu"))
@@ -58,10 +58,10 @@ fn benches(c: &mut Criterion) {
     let spreading = Spreading::new(graph, &ActivationConfig::default());
     let a: Vec<Vec<f32>> =
         (0..batch).map(|q| (0..nodes).map(|i| ((i * 7 + q) % 101) as f32 / 101.0).collect()).collect();
-    let embeddings: Vec<f32> = GpuBridge::of(memory).input().embeddings.to_vec();
+    let embeddings: Vec<f32> = GpuBridge(memory.cx()).input().embeddings.to_vec();
     let vectors: Vec<Vec<f32>> = w.queries.iter().map(|(_, q)| q.embedding.clone()).collect();
     let cpu_k = CpuKernels;
-    let (turns, discount) = (GpuBridge::of(memory).input().turns, memory.config().passage_discount);
+    let (turns, discount) = (GpuBridge(memory.cx()).input().turns, memory.config().passage_discount);
     group.bench_function("cpu/similarity", |b| {
         b.iter(|| cpu_k.similarity(&embeddings, turns, discount, &vectors).expect("cpu"))
     });
@@ -73,7 +73,7 @@ fn benches(c: &mut Criterion) {
     if let Some(g) = &gpu {
         let engine = Engine::on_gpu(w.memories.clone(), g.clone(), "bench".into()).expect("upload");
         let settings = memory.config().rank_settings(Mode::Synapse).expect("synapse");
-        let lexical: Vec<_> = w.queries.iter().map(|(_, q)| GpuBridge::of(memory).lexical(q)).collect();
+        let lexical: Vec<_> = w.queries.iter().map(|(_, q)| GpuBridge(memory.cx()).lexical(q)).collect();
         let rank_queries: Vec<RankQuery> = w
             .queries
             .iter()

@@ -27,7 +27,8 @@ use crate::eval::percentile;
 use crate::gpu::Gpu;
 use crate::gpu::ranker::{RankQuery, Stage};
 use crate::retrieve::engine::{Engine, rank_query};
-use crate::retrieve::{GpuBridge, Memory, Mode, Query, Retrieval};
+use crate::retrieve::index::IndexConfig;
+use crate::retrieve::{Ctx, GpuBridge, Memory, Mode, Query, Retrieval, RetrieveConfig};
 pub use workload::{Skeleton, SkeletonGraph, Workload, from_skeleton, synthetic};
 
 /// One (workload, batch size) measurement.
@@ -299,7 +300,7 @@ fn median(mut xs: Vec<f64>) -> f64 {
 /// Times the CPU and (when given: an engine over `w`'s memories) the GPU on `w` for each
 /// batch size.
 pub fn run(w: &Workload, gpu_engine: Option<&Engine>, s: &Settings) -> Result<Vec<Row>> {
-    let cpu = Engine::on_cpu(w.memories.clone());
+    let cpu = Engine::on_cpu(w.memories.clone())?;
     let mut rows = Vec::new();
     for &b in &s.batches {
         if w.queries.is_empty() {
@@ -401,7 +402,7 @@ pub fn kernels(
     let lexical: Vec<_> = (0..batch)
         .map(|i| {
             let (m, q) = &w.queries[i % w.queries.len()];
-            GpuBridge::of(&w.memories[*m]).lexical(q)
+            GpuBridge(w.memories[*m].cx()).lexical(q)
         })
         .collect();
     let queries: Vec<RankQuery> = (0..batch)
@@ -476,30 +477,33 @@ pub struct IndexRow {
 /// Times `mode` on `memory` with a scan and with its dense index, one query at a time (a large
 /// memory splits each query's passes over its nodes across threads, `crate::parallel`), every
 /// query once after one untimed pass; compares each indexed result with
-/// the scan's. The memory's index setting is restored afterwards.
-pub fn index_bench(memory: &mut Memory, queries: &[Query], mode: Mode) -> Result<Vec<IndexRow>> {
-    if memory.dense_index().is_none() {
+/// the scan's (the memory's settings with the index turned off).
+pub fn index_bench(memory: &Memory, queries: &[Query], mode: Mode) -> Result<Vec<IndexRow>> {
+    let indexed = memory.cx();
+    if indexed.dense_index().is_none() {
         return Err(Error::InvalidArgument(format!(
             "'{}' has {} nodes: no dense index with these settings (retrieve.index)",
             memory.conversation(),
             memory.graph().node_count()
         )));
     }
-    let run = |memory: &Memory| -> Result<(Vec<Retrieval>, Vec<f64>)> {
+    let run = |cx: Ctx| -> Result<(Vec<Retrieval>, Vec<f64>)> {
         for q in queries {
-            memory.retrieve(q, mode)?;
+            cx.retrieve(q, mode)?;
         }
         let mut results = Vec::with_capacity(queries.len());
         let mut millis = Vec::with_capacity(queries.len());
         for q in queries {
             let t0 = Instant::now();
-            results.push(memory.retrieve(q, mode)?);
+            results.push(cx.retrieve(q, mode)?);
             millis.push(t0.elapsed().as_secs_f64() * 1e3);
         }
         Ok((results, millis))
     };
-    memory.set_index_enabled(false);
-    let (scan, mut millis) = run(memory)?;
+    let settings = indexed.config;
+    let scanning =
+        RetrieveConfig { index: IndexConfig { enabled: false, ..settings.index.clone() }, ..settings.clone() };
+    let (scan, mut millis) = run(memory.with_settings(&scanning)?)?;
     let mut rows = vec![IndexRow {
         indexed: false,
         anchor_recall: 1.0,
@@ -507,10 +511,9 @@ pub fn index_bench(memory: &mut Memory, queries: &[Query], mode: Mode) -> Result
         overlap_10: 1.0,
         latency_ms: crate::eval::latency(&mut millis),
     }];
-    memory.set_index_enabled(true);
     let refs: Vec<(usize, &Query)> = queries.iter().map(|q| (0, q)).collect();
-    let (anchor_recall, _) = crate::eval::dense_anchor_recall(&[&*memory], &refs);
-    let (results, mut millis) = run(memory)?;
+    let (anchor_recall, _) = crate::eval::dense_anchor_recall(&[memory], &refs);
+    let (results, mut millis) = run(indexed)?;
     let episodes = |r: &Retrieval| r.hits.iter().map(|h| h.episode).collect::<Vec<u32>>();
     let same = results.iter().zip(&scan).filter(|(r, s)| episodes(r) == episodes(s)).count();
     let overlap: usize = results

@@ -89,7 +89,7 @@ impl Default for EmbedConfig {
 #[serde(rename_all = "lowercase")]
 pub enum Forward {
     /// Written for this model's shapes: texts end to end without padding, weights packed once
-    /// for the CPU's vector units; a lone text runs on the calling thread.
+    /// for the CPU's vector units; a lone text splits each matrix product over two threads.
     #[default]
     Packed,
     /// candle's `BertModel`, one padded batch at a time.

@@ -12,37 +12,34 @@ use super::rates::{GATE_LIMITS, OperatingPoint, auc, rates_by_threshold};
 use crate::error::Result;
 use crate::knowing::{GateExample, GateOptions, HeldOut, nested_cross_validation};
 use crate::retrieve::engine::Engine;
-use crate::retrieve::{Gate, Mode, Query};
+use crate::retrieve::{Gate, Mode, Query, RetrieveConfig};
 use crate::retrieve::{KnowingFeatures, LearnedGate};
 
 /// Every question of `loaded` (answerable or not) as a gate example: the features of its
-/// `synapse` result (what the gate reads, see `Memory::learned`), ranked on the CPU (the
+/// `synapse` result (what the gate reads, see `Ctx::learned`), ranked on the CPU (the
 /// reference), one batch for all questions. The results pass the activation gate, which reads
 /// no model (the features do not depend on it).
-pub fn gate_examples(mut loaded: Loaded, dataset: &str) -> Result<Vec<GateExample>> {
+pub fn gate_examples(loaded: Loaded, dataset: &str) -> Result<Vec<GateExample>> {
     use rayon::prelude::*;
-    for memory in &mut loaded.memories {
-        memory.set_gate(Gate::Activation);
-    }
-    let engine = Engine::on_cpu_because(loaded.memories, "gate examples rank on the CPU reference".into());
+    let mut engine = Engine::on_cpu_because(loaded.memories, "gate examples rank on the CPU reference".into())?;
+    engine.set_settings(RetrieveConfig { gate: Gate::Activation, ..engine.settings().clone() })?;
     let requests: Vec<(usize, &Query)> = loaded.questions.iter().map(|q| (q.memory, &q.query)).collect();
     let (results, _) = engine.retrieve_batch(&requests, Mode::Synapse)?;
-    let memories = engine.memories();
-    Ok(loaded
+    loaded
         .questions
         .par_iter()
         .zip(results.par_iter())
         .map(|(q, r)| {
-            let memory = memories[q.memory];
-            GateExample {
-                conversation: memory.conversation().to_string(),
+            let cx = engine.cx(q.memory)?;
+            Ok(GateExample {
+                conversation: cx.m.conversation().to_string(),
                 dataset: dataset.to_string(),
                 question: q.id.clone(),
                 answerable: !q.adversarial,
-                features: LearnedGate::of(memory).features(&q.query, r).values(),
-            }
+                features: LearnedGate(cx).features(&q.query, r).values(),
+            })
         })
-        .collect())
+        .collect()
 }
 
 /// The gate's figures on one set of questions.

@@ -29,7 +29,7 @@ use crate::gpu::Backend;
 use crate::pipeline::stored_memory;
 use crate::retrieve::bm25::Analyzer;
 use crate::retrieve::engine::Engine;
-use crate::retrieve::{Gate, GnnRerank, LearnedGate, Memory, Mode, Query, Retrieval, episode_index};
+use crate::retrieve::{Gate, GnnRerank, LearnedGate, Memory, Mode, Query, Retrieval, RetrieveConfig, episode_index};
 use crate::store::Store;
 use peer::{PeerQuestion, PeerRuns, PeerTurn};
 pub use rates::auc;
@@ -211,19 +211,20 @@ pub fn peer_inputs(loaded: &Loaded) -> (Vec<PeerTurn>, Vec<PeerQuestion>) {
 /// reference the shipped card's figures were measured on), one batch for all questions.
 pub fn training_examples(loaded: Loaded, set: FeatureSet) -> Result<Vec<Example>> {
     use rayon::prelude::*;
+    let mut engine = Engine::on_cpu_because(loaded.memories, "training examples rank on the CPU reference".into())?;
     // Synapse's ranking as deep as the rerank pool: the candidates the rerank will see.
-    let memories = loaded.memories.into_iter().map(Memory::ranking_the_pool).collect();
-    let engine = Engine::on_cpu_because(memories, "training examples rank on the CPU reference".into());
+    let settings = engine.settings();
+    engine.set_settings(RetrieveConfig { top_k: settings.depth(Mode::SynapseGnn), ..settings.clone() })?;
     let asked: Vec<&Labelled> = loaded.questions.iter().filter(|q| !q.adversarial && !q.gold.is_empty()).collect();
     let requests: Vec<(usize, &Query)> = asked.iter().map(|q| (q.memory, &q.query)).collect();
     let (results, _) = engine.retrieve_batch(&requests, Mode::Synapse)?;
-    let memories = engine.memories();
     asked
         .par_iter()
         .zip(results.par_iter())
         .map(|(q, r)| {
-            let memory = memories[q.memory];
-            let (candidates, embeddings) = GnnRerank::of(memory).input(&q.query, r);
+            let cx = engine.cx(q.memory)?;
+            let memory = cx.m;
+            let (candidates, embeddings) = GnnRerank(cx).input(&q.query, r);
             // Every passage of a gold turn is relevant (evidence names turns).
             let turns = memory.turns();
             let gold: Vec<u32> = (0..turns.len() as u32).filter(|&e| q.gold.contains(&turns[e as usize])).collect();
@@ -235,7 +236,7 @@ pub fn training_examples(loaded: Loaded, set: FeatureSet) -> Result<Vec<Example>
                 &gold,
                 memory.conversation(),
                 &q.group,
-                GnnRerank::of(memory).cold_start(),
+                GnnRerank(cx).cold_start(),
             )
         })
         .collect()
@@ -276,7 +277,7 @@ pub async fn evaluate(
     }
     let gnn = match memories.first() {
         Some(m) if options.modes.contains(&Mode::SynapseGnn) => {
-            let model = GnnRerank::of(m).model()?;
+            let model = GnnRerank(m.cx()).model()?;
             let t = &model.card.training;
             Some(GnnUse {
                 weights: model.source.clone(),
@@ -298,7 +299,7 @@ pub async fn evaluate(
         }),
         seen: match memories.first() {
             Some(m) if config.gate == Gate::Learned => {
-                let trained = &LearnedGate::of(m).model()?.model.training.conversations;
+                let trained = &LearnedGate(m.cx()).model()?.model.training.conversations;
                 conversations.iter().filter(|c| trained.contains(c)).cloned().collect()
             }
             _ => Vec::new(),
@@ -368,9 +369,9 @@ pub async fn evaluate(
         } else if reported.is_empty() {
             None
         } else {
-            match engine.memories().first() {
-                Some(memory) => memory.rejection_threshold(mode)?.map(f64::from),
-                None => None,
+            match engine.memories().is_empty() {
+                false => engine.cx(0)?.rejection_threshold(mode)?.map(f64::from),
+                true => None,
             }
         };
         thresholds.push(threshold);
@@ -467,7 +468,7 @@ fn index_use(memories: &[&Memory], refs: &[(usize, &Query)]) -> Option<IndexUse>
 pub fn dense_anchor_recall(memories: &[&Memory], refs: &[(usize, &Query)]) -> (f64, usize) {
     use rayon::prelude::*;
     let recall: Vec<(usize, usize)> =
-        refs.par_iter().filter_map(|&(m, q)| memories[m].dense_anchor_recall(q)).collect();
+        refs.par_iter().filter_map(|&(m, q)| memories[m].cx().dense_anchor_recall(q)).collect();
     let (found, wanted) = recall.iter().fold((0, 0), |(f, w), &(a, b)| (f + a, w + b));
     (if wanted == 0 { 1.0 } else { found as f64 / wanted as f64 }, recall.len())
 }

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::features::{Candidates, FeatureSet, features};
 use super::model::{GnnShape, Subgraph, Weights};
 use super::packed::Packed;
-use super::train::TrainingRecord;
+use super::record::TrainingRecord;
 use crate::embed::EMBEDDING_DIM;
 use crate::error::{Error, Result};
 

@@ -187,6 +187,23 @@ impl Default for RetrieveConfig {
 }
 
 impl RetrieveConfig {
+    /// The first setting that a memory's index is built with ([`Memory::new`](super::Memory::new):
+    /// its BM25 index, propagation matrices and cached models) and that differs between `self`
+    /// and `other`, by its config name; `None` when a memory built with one may be searched
+    /// with the other. Every other setting is read per query, so it may change per request.
+    pub fn index_difference(&self, other: &RetrieveConfig) -> Option<&'static str> {
+        [
+            ("activation", self.activation == other.activation),
+            ("bm25_k1", self.bm25_k1 == other.bm25_k1),
+            ("bm25_b", self.bm25_b == other.bm25_b),
+            ("gnn.model", self.gnn.model == other.gnn.model),
+            ("gnn.weights", self.gnn.weights == other.gnn.weights),
+            ("gate_model", self.gate_model == other.gate_model),
+        ]
+        .into_iter()
+        .find_map(|(name, same)| (!same).then_some(name))
+    }
+
     /// How many episodes `mode` ranks before anything cuts them to `top_k`: the rerank pool
     /// (`gnn.pool`, at least `top_k`) for `synapse-gnn`, `top_k` for every other mode.
     pub fn depth(&self, mode: Mode) -> usize {
@@ -275,5 +292,44 @@ impl RetrieveConfig {
             concept_anchors: c.concept_anchors,
             passage_discount: c.passage_discount,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_difference_names_what_a_memory_is_built_with_and_nothing_else() {
+        let base = RetrieveConfig::default();
+        let per_query = RetrieveConfig {
+            mode: Mode::Bm25,
+            gate: Gate::Activation,
+            top_k: 5,
+            max_context_tokens: None,
+            lexical_weight: 0.1,
+            passage_discount: 0.0,
+            index: IndexConfig { enabled: false, ..IndexConfig::default() },
+            gnn: GnnConfig { weight: Some(1.0), pool: 90, ..GnnConfig::default() },
+            ..base.clone()
+        };
+        assert_eq!(base.index_difference(&per_query), None);
+        let mut activation = base.activation.clone();
+        activation.fan_effect = !activation.fan_effect;
+        let cases = [
+            (RetrieveConfig { activation, ..base.clone() }, "activation"),
+            (RetrieveConfig { bm25_b: 0.5, ..base.clone() }, "bm25_b"),
+            (
+                RetrieveConfig {
+                    gnn: GnnConfig { model: Shipped::LocomoBeam, ..GnnConfig::default() },
+                    ..base.clone()
+                },
+                "gnn.model",
+            ),
+            (RetrieveConfig { gate_model: Some("g.json".into()), ..base.clone() }, "gate_model"),
+        ];
+        for (other, name) in cases {
+            assert_eq!((base.index_difference(&other), other.index_difference(&base)), (Some(name), Some(name)));
+        }
     }
 }

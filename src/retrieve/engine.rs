@@ -1,10 +1,11 @@
-//! Retrieval over many conversations' memories at once, on the backend the settings choose:
-//! the CPU engine (`Memory::retrieve`, the reference) or the GPU ranking step (`gpu::ranker`),
-//! which answers a whole batch of queries over all graphs in one submit. Both return the same
-//! [`Retrieval`]s; a GPU error falls back to the CPU for that batch.
+//! Retrieval over many conversations' memories at once, under the settings the engine holds
+//! (or a request's), on the backend the settings choose: the CPU engine (the stages over each
+//! memory, the reference) or the GPU ranking step (`gpu::ranker`), which answers a whole batch
+//! of queries over all graphs in one submit. Both return the same [`Retrieval`]s; a GPU error
+//! falls back to the CPU for that batch.
 //!
-//! Owns the choice of backend and the fallback. Must not rank by itself: scoring is
-//! `Memory`'s on the CPU and the kernels' on the GPU.
+//! Owns the resident memories, their settings, the choice of backend and the fallback. Must
+//! not rank by itself: scoring is the stages' on the CPU and the kernels' on the GPU.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,7 +13,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::{Explanation, GpuBridge, Lexical, Memory, Mode, Query, Retrieval, RetrieveConfig};
+use super::{Ctx, Explanation, GpuBridge, Lexical, Memory, Mode, Query, Retrieval, RetrieveConfig};
 use crate::error::{Error, Result};
 use crate::gpu::corpus::Corpus;
 use crate::gpu::ranker::{RankQuery, Ranker};
@@ -53,15 +54,20 @@ pub struct BatchReport {
 }
 
 fn upload(memories: &[&Memory], gpu: &Gpu) -> Result<Corpus> {
-    if let Some(m) = memories.iter().find(|m| m.config() != memories[0].config()) {
-        return Err(Error::InvalidArgument(format!(
-            "memory '{}' has other retrieval settings than '{}': one engine ranks with one config",
-            m.conversation(),
-            memories[0].conversation()
-        )));
-    }
-    let inputs: Vec<_> = memories.iter().map(|m| GpuBridge::of(m).input()).collect();
+    let inputs: Vec<_> = memories.iter().map(|m| GpuBridge(m.cx()).input()).collect();
     Corpus::upload(gpu, &inputs)
+}
+
+/// The settings of an engine over `memories`: the first one's (the settings they were opened
+/// with), or the defaults for none.
+fn first_settings(memories: &[Arc<Memory>]) -> RetrieveConfig {
+    memories.first().map(|m| m.config().clone()).unwrap_or_default()
+}
+
+/// `memories` checked against `settings`: each must be searchable under them
+/// ([`Memory::with_settings`]).
+fn check(memories: &[Arc<Memory>], settings: &RetrieveConfig) -> Result<()> {
+    memories.iter().try_for_each(|m| m.with_settings(settings).map(|_| ()))
 }
 
 /// What the GPU ranks for `query` on memory `memory`, whose lexical evidence is `lexical`.
@@ -123,11 +129,14 @@ pub fn choose(config: &GpuConfig, retrieve: &RetrieveConfig, largest: Option<usi
     }
 }
 
-/// Memories ready for queries on one backend, each in a slot: the one engine `query`, `eval`,
-/// the benchmarks, training and the serving API's search thread rank with. A slot's memory
-/// can be replaced (a write grew its scope), removed and inserted; on the GPU each change
-/// uploads only that memory, and the corpus is compacted once replaced graphs outweigh the
-/// live ones (or on [`Engine::compact`]).
+/// Memories ready for queries on one backend, each in a slot, and the retrieval settings they
+/// are searched with: the one engine `query`, `eval`, the benchmarks, training and the serving
+/// API's search thread rank with. A slot's memory can be replaced (a write grew its scope),
+/// removed and inserted; on the GPU each change uploads only that memory, and the corpus is
+/// compacted once replaced graphs outweigh the live ones (or on [`Engine::compact`]). The
+/// settings are the engine's ([`Engine::set_settings`]; a batch may bring its own,
+/// [`Engine::retrieve_batch_with`]); every memory must agree with them on what its index is
+/// built with ([`RetrieveConfig::index_difference`]).
 pub struct Engine {
     /// Slot → its memory; `None`: emptied by [`Engine::remove`].
     slots: Vec<Option<Arc<Memory>>>,
@@ -137,6 +146,8 @@ pub struct Engine {
     gpu: Option<Gpu>,
     ranker: Option<Ranker>,
     choice: Choice,
+    /// The settings queries run with unless a batch brings its own.
+    settings: RetrieveConfig,
 }
 
 impl std::fmt::Debug for Engine {
@@ -149,52 +160,83 @@ impl std::fmt::Debug for Engine {
 pub type Moved = Vec<Option<u32>>;
 
 impl Engine {
-    /// Chooses the backend as `config` says ([`choose`]) and uploads the graphs when it is the
-    /// GPU; under `auto` a failed upload leaves the engine on the CPU, saying why. Memory `i`
-    /// is in slot `i`.
+    /// Chooses the backend as `config` says ([`choose`], for the settings of the first memory)
+    /// and uploads the graphs when it is the GPU; under `auto` a failed upload leaves the
+    /// engine on the CPU, saying why. Memory `i` is in slot `i`; the engine's settings are the
+    /// first memory's, and every memory must agree with them on its index.
     pub fn new<M: Into<Arc<Memory>>>(memories: Vec<M>, config: &GpuConfig) -> Result<Engine> {
         let memories: Vec<Arc<Memory>> = memories.into_iter().map(Into::into).collect();
+        let settings = first_settings(&memories);
+        check(&memories, &settings)?;
         let largest = memories.iter().map(|m| m.graph().node_count()).max().unwrap_or(0);
-        let retrieve = memories.first().map(|m| m.config().clone()).unwrap_or_default();
-        let (gpu, choice) = choose(config, &retrieve, Some(largest))?;
-        let Some(gpu) = gpu else { return Ok(Engine::with(memories, None, choice)) };
+        let (gpu, choice) = choose(config, &settings, Some(largest))?;
+        let Some(gpu) = gpu else { return Ok(Engine::with(memories, None, choice, settings)) };
         match upload(&memories.iter().map(|m| &**m).collect::<Vec<_>>(), &gpu) {
-            Ok(corpus) => Ok(Engine::with(memories, Some((gpu, corpus)), choice)),
+            Ok(corpus) => Ok(Engine::with(memories, Some((gpu, corpus)), choice, settings)),
             Err(e) if config.backend == Backend::Gpu => Err(e),
             Err(e) => {
                 let reason = format!("uploading the graphs to {} failed: {e}", gpu.adapter());
                 let choice = Choice { backend: Backend::Cpu, reason, adapter: Some(gpu.adapter().clone()) };
-                Ok(Engine::with(memories, None, choice))
+                Ok(Engine::with(memories, None, choice, settings))
             }
         }
     }
 
-    /// On `gpu`, whatever the sizes. The memories must share one retrieval config (a batch
-    /// runs with one set of settings).
+    /// On `gpu`, whatever the sizes, with the first memory's settings.
     pub fn on_gpu<M: Into<Arc<Memory>>>(memories: Vec<M>, gpu: Gpu, reason: String) -> Result<Engine> {
         let memories: Vec<Arc<Memory>> = memories.into_iter().map(Into::into).collect();
+        let settings = first_settings(&memories);
+        check(&memories, &settings)?;
         let corpus = upload(&memories.iter().map(|m| &**m).collect::<Vec<_>>(), &gpu)?;
         let choice = Choice { backend: Backend::Gpu, reason, adapter: Some(gpu.adapter().clone()) };
-        Ok(Engine::with(memories, Some((gpu, corpus)), choice))
+        Ok(Engine::with(memories, Some((gpu, corpus)), choice, settings))
     }
 
-    /// On the CPU.
-    pub fn on_cpu<M: Into<Arc<Memory>>>(memories: Vec<M>) -> Engine {
+    /// On the CPU, with the first memory's settings.
+    pub fn on_cpu<M: Into<Arc<Memory>>>(memories: Vec<M>) -> Result<Engine> {
         Engine::on_cpu_because(memories, "CPU engine".into())
     }
 
-    /// On the CPU, for the reason given.
-    pub fn on_cpu_because<M: Into<Arc<Memory>>>(memories: Vec<M>, reason: String) -> Engine {
+    /// On the CPU, for the reason given, with the first memory's settings.
+    pub fn on_cpu_because<M: Into<Arc<Memory>>>(memories: Vec<M>, reason: String) -> Result<Engine> {
+        let memories: Vec<Arc<Memory>> = memories.into_iter().map(Into::into).collect();
+        let settings = first_settings(&memories);
+        check(&memories, &settings)?;
         let choice = Choice { backend: Backend::Cpu, reason, adapter: None };
-        Engine::with(memories.into_iter().map(Into::into).collect(), None, choice)
+        Ok(Engine::with(memories, None, choice, settings))
     }
 
-    fn with(memories: Vec<Arc<Memory>>, device: Option<(Gpu, Corpus)>, choice: Choice) -> Engine {
+    fn with(
+        memories: Vec<Arc<Memory>>,
+        device: Option<(Gpu, Corpus)>,
+        choice: Choice,
+        settings: RetrieveConfig,
+    ) -> Engine {
         let (gpu, ranker) = match device {
             Some((gpu, corpus)) => (Some(gpu), Some(Ranker::new(corpus))),
             None => (None, None),
         };
-        Engine { slots: memories.into_iter().map(Some).collect(), free: Vec::new(), gpu, ranker, choice }
+        Engine { slots: memories.into_iter().map(Some).collect(), free: Vec::new(), gpu, ranker, choice, settings }
+    }
+
+    /// Searches with `settings` from now on: any that agree with every memory on what its
+    /// index is built with, or the error naming the setting that does not (the engine keeps
+    /// its settings then).
+    pub fn set_settings(&mut self, settings: RetrieveConfig) -> Result<()> {
+        check(&self.slots.iter().flatten().cloned().collect::<Vec<_>>(), &settings)?;
+        self.settings = settings;
+        Ok(())
+    }
+
+    /// The settings queries run with.
+    pub fn settings(&self) -> &RetrieveConfig {
+        &self.settings
+    }
+
+    /// The memory in `slot` under the engine's settings: what its queries, their gate, rerank
+    /// and hand-over read.
+    pub fn cx(&self, slot: usize) -> Result<Ctx<'_>> {
+        self.memory(slot)?.with_settings(&self.settings)
     }
 
     /// The GPU ranker, when the engine runs on the GPU.
@@ -229,6 +271,7 @@ impl Engine {
     /// Puts `memory` in a new slot (an emptied one first) and returns the slot, and where a
     /// compaction moved the others, if the change brought one.
     pub fn insert(&mut self, memory: Arc<Memory>) -> Result<(u32, Option<Moved>)> {
+        memory.with_settings(&self.settings)?;
         let slot = self.free.pop().unwrap_or(self.slots.len() as u32);
         if let Err(e) = self.put(slot, memory) {
             self.free.push(slot);
@@ -243,6 +286,7 @@ impl Engine {
     /// every slot, if the change brought one.
     pub fn replace(&mut self, slot: u32, memory: Arc<Memory>) -> Result<Option<Moved>> {
         self.memory(slot as usize)?;
+        memory.with_settings(&self.settings)?;
         self.put(slot, memory)?;
         self.compact_if_worth_it()
     }
@@ -281,7 +325,7 @@ impl Engine {
 
     fn put(&mut self, slot: u32, memory: Arc<Memory>) -> Result<()> {
         if let Some(ranker) = self.ranker.as_mut() {
-            ranker.corpus_mut().replace(slot as usize, &GpuBridge::of(&memory).input())?;
+            ranker.corpus_mut().replace(slot as usize, &GpuBridge(memory.cx()).input())?;
         }
         match self.slots.get_mut(slot as usize) {
             Some(s) => *s = Some(memory),
@@ -310,39 +354,55 @@ impl Engine {
 
     /// Runs one query on memory `memory` and explains each returned episode (anchors,
     /// activation per step, inhibition, path): on the CPU whatever the backend, since only the
-    /// CPU records every step of the dynamics ([`Memory::explain`]).
+    /// CPU records every step of the dynamics ([`Ctx::explain`]).
     pub fn explain(&self, memory: usize, query: &Query, mode: Mode) -> Result<(Retrieval, Vec<Explanation>)> {
-        self.memory(memory)?.explain(query, mode)
+        self.cx(memory)?.explain(query, mode)
     }
 
-    /// Runs `requests` (memory index, query) in one mode: on the GPU as one batch over all
-    /// graphs for the synapse modes, on the CPU (in parallel over queries) otherwise or after a
-    /// GPU error. Results in request order.
+    /// Runs `requests` (memory index, query) in one mode under the engine's settings: on the
+    /// GPU as one batch over all graphs for the synapse modes, on the CPU (in parallel over
+    /// queries) otherwise or after a GPU error. Results in request order.
     pub fn retrieve_batch(&self, requests: &[(usize, &Query)], mode: Mode) -> Result<(Vec<Retrieval>, BatchReport)> {
+        self.retrieve_batch_with(requests, mode, &self.settings)
+    }
+
+    /// [`Engine::retrieve_batch`] under `settings`, a request's: any that agree with each
+    /// memory on what its index is built with.
+    pub fn retrieve_batch_with(
+        &self,
+        requests: &[(usize, &Query)],
+        mode: Mode,
+        settings: &RetrieveConfig,
+    ) -> Result<(Vec<Retrieval>, BatchReport)> {
         let requests: Vec<(u32, &Memory, &Query)> =
             requests.iter().map(|&(m, q)| Ok((m as u32, &**self.memory(m)?, q))).collect::<Result<_>>()?;
-        retrieve_on(self.ranker.as_ref(), &requests, mode)
+        retrieve_on(self.ranker.as_ref(), &requests, mode, settings)
     }
 }
 
-/// Runs `requests` (graph in the ranker's corpus, its memory, query) in one mode: on the GPU
-/// as one batch for the synapse modes when there is a `ranker`, on the CPU (in parallel over
-/// queries) otherwise or after a GPU error. The memories must be the ones the corpus holds at
-/// those graphs and share one retrieval config. Results in request order.
+/// Runs `requests` (graph in the ranker's corpus, its memory, query) in one mode under
+/// `settings`: on the GPU as one batch for the synapse modes when there is a `ranker`, on the
+/// CPU (in parallel over queries) otherwise or after a GPU error. The memories must be the
+/// ones the corpus holds at those graphs, each searchable under `settings`
+/// ([`Memory::with_settings`]). Results in request order.
 pub fn retrieve_on(
     ranker: Option<&Ranker>,
     requests: &[(u32, &Memory, &Query)],
     mode: Mode,
+    settings: &RetrieveConfig,
 ) -> Result<(Vec<Retrieval>, BatchReport)> {
     let mut report = BatchReport { queries: requests.len(), ..BatchReport::default() };
-    let cpu = |reqs: &[(u32, &Memory, &Query)]| -> Result<Vec<Retrieval>> {
-        // Each memory's queries together (`Memory::retrieve_many` shares passes over its
+    let requests: Vec<(u32, Ctx, &Query)> =
+        requests.iter().map(|&(g, m, q)| Ok((g, m.with_settings(settings)?, q))).collect::<Result<_>>()?;
+    let requests = &requests[..];
+    let cpu = |reqs: &[(u32, Ctx, &Query)]| -> Result<Vec<Retrieval>> {
+        // Each memory's queries together (`Ctx::retrieve_many` shares passes over its
         // dense index between them); memories in parallel.
-        let mut by_memory: Vec<(&Memory, Vec<usize>)> = Vec::new();
+        let mut by_memory: Vec<(Ctx, Vec<usize>)> = Vec::new();
         let mut slot: HashMap<*const Memory, usize> = HashMap::new();
-        for (i, &(_, m, _)) in reqs.iter().enumerate() {
-            let k = *slot.entry(m as *const Memory).or_insert_with(|| {
-                by_memory.push((m, Vec::new()));
+        for (i, &(_, cx, _)) in reqs.iter().enumerate() {
+            let k = *slot.entry(cx.m as *const Memory).or_insert_with(|| {
+                by_memory.push((cx, Vec::new()));
                 by_memory.len() - 1
             });
             by_memory[k].1.push(i);
@@ -362,15 +422,13 @@ pub fn retrieve_on(
         }
         Ok(out.into_iter().flatten().collect())
     };
-    let (Some(ranker), Some(settings)) =
-        (ranker, requests.first().and_then(|(_, m, _)| m.config().rank_settings(mode)))
-    else {
+    let (Some(ranker), Some(rank_settings)) = (ranker, settings.rank_settings(mode)) else {
         return Ok((cpu(requests)?, report));
     };
-    let lexical: Vec<_> = requests.par_iter().map(|&(_, m, q)| GpuBridge::of(m).lexical(q)).collect();
+    let lexical: Vec<_> = requests.par_iter().map(|&(_, cx, q)| GpuBridge(cx).lexical(q)).collect();
     let queries: Vec<RankQuery> =
         requests.iter().zip(&lexical).map(|(&(g, _, q), l)| rank_query(g as usize, q, l)).collect();
-    match ranker.rank(&queries, &settings) {
+    match ranker.rank(&queries, &rank_settings) {
         Ok((ranked, timing)) => {
             report.on_gpu = true;
             report.gpu_us = timing.gpu_us;
@@ -379,16 +437,16 @@ pub fn retrieve_on(
                 .par_iter()
                 .zip(&lexical)
                 .zip(&ranked)
-                .map(|((&(_, m, q), l), r)| GpuBridge::of(m).finish(q, l, r, mode))
+                .map(|((&(_, cx, q), l), r)| GpuBridge(cx).finish(q, l, r, mode))
                 .collect();
             report.completed_on_cpu = finished.iter().filter(|r| r.is_none()).count();
             // The learned signal (synapse-gnn) reranks on the CPU, as it does after a CPU ranking.
             let out: Vec<Retrieval> = finished
                 .into_par_iter()
                 .zip(requests.par_iter())
-                .map(|(r, &(_, m, q))| match r {
-                    Some(r) => m.learned(q, r),
-                    None => m.retrieve(q, mode),
+                .map(|(r, &(_, cx, q))| match r {
+                    Some(r) => cx.learned(q, r),
+                    None => cx.retrieve(q, mode),
                 })
                 .collect::<Result<_>>()?;
             Ok((out, report))
@@ -428,7 +486,7 @@ mod tests {
     fn slots_are_inserted_replaced_removed_and_compacted_in_order() {
         let m = memories();
         assert!(m.len() >= 5, "{} writes", m.len());
-        let mut engine = Engine::on_cpu(vec![m[0].clone(), m[1].clone()]);
+        let mut engine = Engine::on_cpu(vec![m[0].clone(), m[1].clone()]).unwrap();
         assert_eq!(engine.insert(m[2].clone()).unwrap(), (2, None));
         engine.remove(0).unwrap();
         assert!(engine.memory(0).unwrap_err().to_string().contains("unknown memory 0"));
@@ -451,5 +509,41 @@ mod tests {
         )
         .unwrap();
         assert_eq!(engine.retrieve(1, &query, Mode::Synapse).unwrap(), m[2].retrieve(&query, Mode::Synapse).unwrap());
+    }
+
+    #[test]
+    fn the_engine_holds_the_settings_and_a_request_may_bring_its_own() {
+        let last = memories().pop().unwrap();
+        let (texts, _) = crate::graph::build::growing_graphs(60);
+        let embedding = last.embedding(last.graph().episode_nodes()[5]).to_vec();
+        let query = Query::new(&mut Analyzer::new().unwrap(), &texts[5], embedding).unwrap();
+        let narrow = RetrieveConfig {
+            top_k: 3,
+            gate: crate::retrieve::Gate::Activation,
+            lexical_weight: 0.2,
+            ..RetrieveConfig::default()
+        };
+        // A request's settings answer as a memory built with them does.
+        let built = Memory::new("c", last.episodes().to_vec(), last.graph().clone(), narrow.clone()).unwrap();
+        let expected = built.retrieve(&query, Mode::Synapse).unwrap();
+        assert_eq!(expected.hits.len(), 3);
+        let mut engine = Engine::on_cpu(vec![last.clone()]).unwrap();
+        let (asked, _) = engine.retrieve_batch_with(&[(0, &query)], Mode::Synapse, &narrow).unwrap();
+        assert_eq!(asked, std::slice::from_ref(&expected));
+        let own = engine.retrieve(0, &query, Mode::Synapse).unwrap();
+        assert_eq!((own.hits.len(), &own), (30, &last.retrieve(&query, Mode::Synapse).unwrap()));
+        // The engine's settings, once set, are every query's.
+        engine.set_settings(narrow.clone()).unwrap();
+        assert_eq!(engine.retrieve(0, &query, Mode::Synapse).unwrap(), expected);
+        assert_eq!(engine.cx(0).unwrap().rejection_threshold(Mode::Synapse).unwrap(), Some(narrow.gate_threshold));
+        // What a memory's index is built with cannot change per request, nor can a bad value.
+        let other = RetrieveConfig { bm25_k1: 2.0, ..narrow.clone() };
+        let e = engine.retrieve_batch_with(&[(0, &query)], Mode::Synapse, &other).unwrap_err();
+        assert!(e.to_string().contains("`bm25_k1`"), "{e}");
+        assert!(engine.set_settings(other).unwrap_err().to_string().contains("`bm25_k1`"));
+        assert_eq!(engine.settings(), &narrow, "a refused change keeps the settings");
+        let zero = RetrieveConfig { top_k: 0, ..narrow };
+        let e = engine.retrieve_batch_with(&[(0, &query)], Mode::Synapse, &zero).unwrap_err();
+        assert!(e.to_string().contains("top_k must be at least 1"), "{e}");
     }
 }

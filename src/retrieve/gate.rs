@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use super::memory::{Ctx, Memory, loaded};
+use super::memory::{Ctx, loaded};
 use super::query::Query;
 use super::result::Retrieval;
 use super::signals::Similarity;
@@ -122,14 +122,9 @@ const SHARE_DEPTH: usize = 10;
 
 /// The learned gate on one memory.
 #[derive(Debug, Clone, Copy)]
-pub struct LearnedGate<'a>(pub(super) Ctx<'a>);
+pub struct LearnedGate<'a>(pub Ctx<'a>);
 
 impl<'a> LearnedGate<'a> {
-    /// The learned gate of `memory`, with its own settings.
-    pub fn of(memory: &'a Memory) -> LearnedGate<'a> {
-        LearnedGate(memory.cx())
-    }
-
     /// The gate's model: the settings' file, or the shipped model, bound by name to
     /// [`KnowingFeatures::NAMES`]. Loaded on first use; a missing file or one that takes other
     /// features is an error, on every call.
@@ -358,7 +353,7 @@ mod tests {
         embedding[2] = 0.8;
         let query = Query::new(&mut Analyzer::new().unwrap(), text, embedding).unwrap();
         let r = memory.retrieve(&query, Mode::Synapse).unwrap();
-        KnowingFeatures::NAMES.iter().copied().zip(LearnedGate::of(memory).features(&query, &r).values()).collect()
+        KnowingFeatures::NAMES.iter().copied().zip(LearnedGate(memory.cx()).features(&query, &r).values()).collect()
     }
 
     #[test]
@@ -369,7 +364,7 @@ mod tests {
         embedding[2] = 0.8;
         let query = Query::new(&mut Analyzer::new().unwrap(), "Which puppy did Bob adopt?", embedding).unwrap();
         let r = m.retrieve(&query, Mode::Synapse).unwrap();
-        let candidates = GnnRerank::of(&m).candidates(&query, &r);
+        let candidates = GnnRerank(m.cx()).candidates(&query, &r);
         let turn = |e: u32| {
             let found = candidates.nodes.iter().find(|c| !c.concept && c.episodes == [e]);
             found.map(|c| (c.coverage, c.window, c.owned)).unwrap_or_else(|| panic!("turn {e} not a candidate"))
@@ -422,7 +417,7 @@ mod tests {
         assert_eq!(none["share_owned"], 0.0);
         assert!(none["best_named"] > 0.0, "{none:?}");
         // The shipped model trusts Alice's question more than Bob's.
-        let model = LearnedGate::of(&m).model().unwrap();
+        let model = LearnedGate(m.cx()).model().unwrap();
         let confidence = |f: &std::collections::HashMap<&str, f32>| {
             model.confidence(&KnowingFeatures::NAMES.iter().map(|n| f[n]).collect::<Vec<_>>())
         };

@@ -3,7 +3,7 @@
 //! signals and gate). Must not dispatch kernels (that is `gpu`) nor rerank.
 
 use super::collect::Collector;
-use super::memory::{Ctx, Memory};
+use super::memory::Ctx;
 use super::mode::Mode;
 use super::query::{Lexical, Query};
 use super::result::{Hit, Retrieval, Signals};
@@ -14,14 +14,9 @@ use crate::score::CONCEPT_TURN;
 
 /// One memory as the GPU ranking step sees it.
 #[derive(Debug, Clone, Copy)]
-pub struct GpuBridge<'a>(Ctx<'a>);
+pub struct GpuBridge<'a>(pub Ctx<'a>);
 
 impl<'a> GpuBridge<'a> {
-    /// The bridge of `memory`, with its own settings.
-    pub fn of(memory: &'a Memory) -> GpuBridge<'a> {
-        GpuBridge(memory.cx())
-    }
-
     /// What the GPU ranking step needs of this memory's graph.
     pub fn input(&self) -> GraphInput<'a> {
         let m = self.0.m;

@@ -7,11 +7,10 @@
 use std::sync::{Arc, OnceLock};
 
 use super::bm25::{Analyzer, Bm25Index};
-use super::config::{Gate, RetrieveConfig};
+use super::config::RetrieveConfig;
 use super::index::DenseIndex;
 use super::mode::Mode;
 use super::person::speaks_of_listener;
-use super::result::Retrieval;
 use crate::activation::{Resting, Spreading};
 use crate::embed::EMBEDDING_DIM;
 use crate::error::{Error, Result};
@@ -61,7 +60,7 @@ pub struct Memory {
     pub(super) knowing: OnceLock<std::result::Result<Arc<BoundGate>, String>>,
     /// The dense index, built on the first query that uses it.
     pub(super) index: OnceLock<DenseIndex>,
-    /// Per episode: the tokens of its embedded text as [`Memory::hand_over`] counts them,
+    /// Per episode: the tokens of its embedded text as [`Ctx::hand_over`] counts them,
     /// counted the first time it is handed over.
     pub(super) tokens: Vec<OnceLock<usize>>,
     /// What unreached nodes hold under `spreading` with the configured dynamics, built on the
@@ -72,7 +71,9 @@ pub struct Memory {
     pub(super) config: RetrieveConfig,
 }
 
-/// What every stage of a query reads: the memory and the settings it retrieves with.
+/// What every stage of a query reads: the memory and the settings it retrieves with (the
+/// memory's own, [`Memory::cx`], or a request's, [`Memory::with_settings`]). The entrances of
+/// a query are its methods (`search.rs`).
 #[derive(Debug, Clone, Copy)]
 pub struct Ctx<'a> {
     /// The memory.
@@ -216,7 +217,8 @@ impl Memory {
         &self.graph
     }
 
-    /// The settings it retrieves with.
+    /// The settings it was built with, and retrieves with unless a caller gives others
+    /// ([`Memory::with_settings`]).
     pub fn config(&self) -> &RetrieveConfig {
         &self.config
     }
@@ -236,13 +238,9 @@ impl Memory {
         &self.embeddings[i * EMBEDDING_DIM..(i + 1) * EMBEDDING_DIM]
     }
 
-    /// The dense index of this memory, built on first use; `None` when the settings give it
-    /// none (see [`IndexConfig::applies`]).
+    /// The dense index of this memory under its own settings ([`Ctx::dense_index`]).
     pub fn dense_index(&self) -> Option<&DenseIndex> {
-        if !self.config.index.applies(self.graph.node_count()) {
-            return None;
-        }
-        Some(self.index.get_or_init(|| DenseIndex::build(&self.embeddings)))
+        self.cx().dense_index()
     }
 
     /// Sets the smallest memory, in nodes, that spreads activation sparsely (default
@@ -251,50 +249,28 @@ impl Memory {
         self.sparse_min_nodes = nodes;
     }
 
-    /// Sets the gate its results go through.
-    pub fn set_gate(&mut self, gate: Gate) {
-        self.config.gate = gate;
-    }
-
-    /// Turns the dense index on or off; a built index is kept.
-    pub fn set_index_enabled(&mut self, enabled: bool) {
-        self.config.index.enabled = enabled;
-    }
-
-    /// `r` cut to what the context budget (`max_context_tokens`) hands over: its best hits
-    /// while their tokens fit ([`Retrieval::within_budget`]), each episode's embedded text
-    /// counted by `count` (the embedder's tokenizer, `Embedder::token_count`, as `eval`
-    /// counts context; the same function for the memory's life: an episode is counted once,
-    /// the first time it is handed over, and its count kept).
-    pub fn hand_over(&self, mut r: Retrieval, count: impl Fn(&str) -> Result<usize>) -> Result<Retrieval> {
-        // Counted lazily: the episodes after the first that does not fit are never tokenised.
-        let tokens = r.hits.iter().map(|h| {
-            let kept = &self.tokens[h.episode as usize];
-            match kept.get() {
-                Some(&n) => Ok(n),
-                None => count(&self.episodes[h.episode as usize].embedding_text()).map(|n| *kept.get_or_init(|| n)),
-            }
-        });
-        let handed = r.within_budget(self.config.max_context_tokens, tokens)?;
-        r.hits.truncate(handed);
-        Ok(r)
-    }
-
     /// The first passage's episode of each episode's turn (itself for a whole turn).
     pub fn turns(&self) -> &[u32] {
         &self.turns
     }
-    /// This memory with every mode ranking as deep as `synapse-gnn`'s rerank pool: the
-    /// `synapse` results of the learned relevance's training examples are then the candidates
-    /// the rerank will see.
-    pub fn ranking_the_pool(mut self) -> Memory {
-        self.config.top_k = self.config.depth(Mode::SynapseGnn);
-        self
-    }
-
-    /// What every stage of a query on this memory reads.
+    /// What every stage of a query on this memory reads, under the settings it was built with.
     pub fn cx(&self) -> Ctx<'_> {
         Ctx { m: self, config: &self.config }
+    }
+
+    /// What every stage of a query on this memory reads, under `settings` (a request's, an
+    /// engine's): any settings that agree with the memory's on what its index is built with
+    /// ([`RetrieveConfig::index_difference`]); others are an error naming the setting.
+    pub fn with_settings<'a>(&'a self, settings: &'a RetrieveConfig) -> Result<Ctx<'a>> {
+        if let Some(name) = self.config.index_difference(settings) {
+            return Err(Error::InvalidArgument(format!(
+                "memory '{}' was built with another `{name}` than the settings it is searched with; \
+                 open it again with those settings",
+                self.conversation
+            )));
+        }
+        settings.validate()?;
+        Ok(Ctx { m: self, config: settings })
     }
 }
 
@@ -316,7 +292,7 @@ pub(super) fn loaded<T>(
 pub const SPARSE_NODES: usize = 4_096;
 
 /// Queries of a batch whose dense-index bounds are computed in one pass over the codes
-/// ([`Memory::retrieve_many`]): 16 queries' bounds of a 10M-token memory are 3.8 MB.
+/// ([`Ctx::retrieve_many`]): 16 queries' bounds of a 10M-token memory are 3.8 MB.
 pub const BOUNDS_GROUP: usize = 16;
 
 /// Each episode's index (conversation order) by its id (`turn_id`: a turn, or `<turn>#<k>` for
@@ -425,7 +401,7 @@ pub(super) fn episodes_of(texts: &[String], vectors: &[f32]) -> Vec<Episode> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::retrieve::{Mode, Query};
+    use crate::retrieve::{Gate, Mode, Query};
     use rand::SeedableRng;
     use rand::rngs::StdRng;
 
@@ -483,19 +459,19 @@ mod tests {
             .unwrap();
         assert!(fresh > 1 && fresh < r.hits.len(), "the budget cuts inside the hits: {fresh} of {}", r.hits.len());
         calls.set(0);
-        let once = memory.hand_over(r.clone(), words).unwrap();
+        let once = memory.cx().hand_over(r.clone(), words).unwrap();
         let counted = calls.get();
         assert_eq!(once.hits.len(), fresh);
         assert!(counted >= fresh, "{counted} counted for {fresh} handed");
-        let twice = memory.hand_over(r.clone(), words).unwrap();
+        let twice = memory.cx().hand_over(r.clone(), words).unwrap();
         assert_eq!((twice.hits.len(), calls.get()), (fresh, counted), "the second hand-over counts nothing");
         // Counted on the smaller memory, kept by its extension.
         calls.set(0);
         let r = first.retrieve(&query, Mode::Bm25).unwrap();
-        let before = first.hand_over(r.clone(), words).unwrap();
+        let before = first.cx().hand_over(r.clone(), words).unwrap();
         let counted = calls.get();
         let grown = first.extend(episodes[n..].to_vec(), graphs[graphs.len() - 1].clone()).unwrap();
-        assert_eq!(grown.hand_over(r, words).unwrap().hits, before.hits);
+        assert_eq!(grown.cx().hand_over(r, words).unwrap().hits, before.hits);
         assert_eq!(calls.get(), counted, "the extension counted nothing again");
     }
 

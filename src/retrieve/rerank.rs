@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use super::collect::Collector;
-use super::memory::{Ctx, Memory, loaded};
+use super::memory::{Ctx, loaded};
 use super::query::Query;
 use super::result::{Hit, Retrieval};
 use super::signals::Similarity;
@@ -28,14 +28,9 @@ pub trait Rerank {
 
 /// The learned relevance on one memory.
 #[derive(Debug, Clone, Copy)]
-pub struct GnnRerank<'a>(pub(super) Ctx<'a>);
+pub struct GnnRerank<'a>(pub Ctx<'a>);
 
 impl<'a> GnnRerank<'a> {
-    /// The rerank of `memory`, with its own settings.
-    pub fn of(memory: &'a Memory) -> GnnRerank<'a> {
-        GnnRerank(memory.cx())
-    }
-
     /// The model behind `synapse-gnn`: the settings' weights file, or their shipped model.
     /// Loaded on first use; a missing or mismatched file is an error, on every call.
     pub fn model(&self) -> Result<&'a Arc<Relevance>> {

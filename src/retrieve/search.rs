@@ -1,8 +1,10 @@
 //! The query path of one memory, composed from its stages as the mode's plan says:
 //! signals → anchors → spread → score → collect → activation gate (`score.rs` runs these, over
 //! every node or through the dense index), then the learned gate's verdict on `synapse`'s
-//! ranking and the rerank. The entrances every caller uses: [`Memory::retrieve`], its batches,
-//! [`Memory::explain`], and [`Memory::learned`] for a ranking the GPU made. Must not score by
+//! ranking and the rerank. The entrances every caller uses are [`Ctx`]'s (a memory under a
+//! request's or an engine's settings): `retrieve`, its batches, `explain`, `learned` for a
+//! ranking the GPU made, the hand-over under the context budget; [`Memory::retrieve`],
+//! `retrieve_batch` and `explain` run them under the memory's own settings. Must not score by
 //! itself (each stage owns its part).
 
 use super::anchors::Anchors;
@@ -10,7 +12,7 @@ use super::config::Gate;
 use super::explain::Explainer;
 use super::gate::LearnedGate;
 use super::index::DenseIndex;
-use super::memory::{BOUNDS_GROUP, Memory};
+use super::memory::{BOUNDS_GROUP, Ctx, Memory};
 use super::mode::Mode;
 use super::query::Query;
 use super::rerank::{GnnRerank, Rerank};
@@ -23,31 +25,43 @@ use crate::error::Result;
 use crate::score::top_order;
 
 impl Memory {
-    /// Runs one query in one mode.
+    /// Runs one query in one mode, under the settings the memory was built with.
     pub fn retrieve(&self, query: &Query, mode: Mode) -> Result<Retrieval> {
-        let cx = self.cx();
-        let r = match index_for(self, mode) {
-            Some(index) => Scorer(cx).indexed(query, mode, index.bounds(&query.embedding)),
-            None => Scorer(cx).run(query, &Similarity(cx).base(query), mode, None),
-        };
-        self.learned(query, r)
+        self.cx().retrieve(query, mode)
     }
 
     /// Runs many queries in one mode, in parallel over the queries; the same results as one
     /// [`Memory::retrieve`] each.
     pub fn retrieve_batch(&self, queries: &[Query], mode: Mode) -> Result<Vec<Retrieval>> {
-        self.retrieve_many(&queries.iter().collect::<Vec<_>>(), mode)
+        self.cx().retrieve_many(&queries.iter().collect::<Vec<_>>(), mode)
     }
 
-    /// [`Memory::retrieve_batch`] of borrowed queries. Through the dense index, the bounds of
-    /// each group of [`BOUNDS_GROUP`] queries come from one pass over the codes
+    /// Runs one query in a synapse mode and explains each returned episode's node.
+    pub fn explain(&self, query: &Query, mode: Mode) -> Result<(Retrieval, Vec<Explanation>)> {
+        self.cx().explain(query, mode)
+    }
+}
+
+impl<'a> Ctx<'a> {
+    /// Runs one query in one mode.
+    pub fn retrieve(self, query: &Query, mode: Mode) -> Result<Retrieval> {
+        let r = match self.index_for(mode) {
+            Some(index) => Scorer(self).indexed(query, mode, index.bounds(&query.embedding)),
+            None => Scorer(self).run(query, &Similarity(self).base(query), mode, None),
+        };
+        self.learned(query, r)
+    }
+
+    /// Runs many queries in one mode, in parallel over the queries; the same results as one
+    /// [`Ctx::retrieve`] each. Through the dense index, the bounds of each group of
+    /// [`BOUNDS_GROUP`] queries come from one pass over the codes
     /// ([`DenseIndex::bounds_batch`]) instead of one pass each.
-    pub fn retrieve_many(&self, queries: &[&Query], mode: Mode) -> Result<Vec<Retrieval>> {
+    pub fn retrieve_many(self, queries: &[&Query], mode: Mode) -> Result<Vec<Retrieval>> {
         use rayon::prelude::*;
-        let Some(index) = index_for(self, mode) else {
+        let Some(index) = self.index_for(mode) else {
             return queries.par_iter().map(|q| self.retrieve(q, mode)).collect();
         };
-        let scorer = Scorer(self.cx());
+        let scorer = Scorer(self);
         let mut out = Vec::with_capacity(queries.len());
         for group in queries.chunks(BOUNDS_GROUP) {
             let embeddings: Vec<&[f32]> = group.iter().map(|q| q.embedding.as_slice()).collect();
@@ -63,15 +77,14 @@ impl Memory {
     }
 
     /// Runs one query in a synapse mode and explains each returned episode's node.
-    pub fn explain(&self, query: &Query, mode: Mode) -> Result<(Retrieval, Vec<Explanation>)> {
-        let cx = self.cx();
+    pub fn explain(self, query: &Query, mode: Mode) -> Result<(Retrieval, Vec<Explanation>)> {
         let mut trace = Trace::default();
-        let base = Similarity(cx).base(query);
-        let r = self.learned(query, Scorer(cx).run(query, &base, mode, Some(&mut trace)))?;
+        let base = Similarity(self).base(query);
+        let r = self.learned(query, Scorer(self).run(query, &base, mode, Some(&mut trace)))?;
         if !mode.is_synapse() {
             return Ok((r, Vec::new()));
         }
-        let explanations = Explainer(cx).explanations(&r, &base, &trace);
+        let explanations = Explainer(self).explanations(&r, &base, &trace);
         Ok((r, explanations))
     }
 
@@ -80,50 +93,79 @@ impl Memory {
     /// before its rerank, `synapse-gnn`; any other mode has it ranked for the purpose, so a
     /// verdict does not depend on the mode), then the rerank of a mode whose plan has one, and
     /// the best `top_k` kept.
-    pub fn learned(&self, query: &Query, r: Retrieval) -> Result<Retrieval> {
-        let cx = self.cx();
-        let known = match cx.config.gate {
+    pub fn learned(self, query: &Query, r: Retrieval) -> Result<Retrieval> {
+        let known = match self.config.gate {
             Gate::Activation => None,
-            Gate::Learned if r.mode.ranks_as_synapse() => Some(LearnedGate(cx).judge(query, &r)?),
+            Gate::Learned if r.mode.ranks_as_synapse() => Some(LearnedGate(self).judge(query, &r)?),
             Gate::Learned => {
                 let known = self.retrieve(query, Mode::Synapse)?;
                 Some((known.confidence, known.rejected))
             }
         };
-        let mut r = if r.mode.plan().rerank { GnnRerank(cx).rerank(query, r)? } else { r };
-        r.hits.truncate(cx.config.top_k);
+        let mut r = if r.mode.plan().rerank { GnnRerank(self).rerank(query, r)? } else { r };
+        r.hits.truncate(self.config.top_k);
         if let Some((confidence, rejected)) = known {
             (r.confidence, r.rejected) = (confidence, rejected);
         }
         Ok(r)
     }
 
+    /// `r` cut to what the context budget (`max_context_tokens`) hands over: its best hits
+    /// while their tokens fit ([`Retrieval::within_budget`]), each episode's embedded text
+    /// counted by `count` (the embedder's tokenizer, `Embedder::token_count`, as `eval`
+    /// counts context; the same function for the memory's life: an episode is counted once,
+    /// the first time it is handed over, and its count kept).
+    pub fn hand_over(self, mut r: Retrieval, count: impl Fn(&str) -> Result<usize>) -> Result<Retrieval> {
+        let m = self.m;
+        // Counted lazily: the episodes after the first that does not fit are never tokenised.
+        let tokens = r.hits.iter().map(|h| {
+            let kept = &m.tokens[h.episode as usize];
+            match kept.get() {
+                Some(&n) => Ok(n),
+                None => count(&m.episodes[h.episode as usize].embedding_text()).map(|n| *kept.get_or_init(|| n)),
+            }
+        });
+        let handed = r.within_budget(self.config.max_context_tokens, tokens)?;
+        r.hits.truncate(handed);
+        Ok(r)
+    }
+
     /// The threshold the configured gate rejects a result of `mode` under (`None`: the
     /// activation gate never rejects a baseline's result).
-    pub fn rejection_threshold(&self, mode: Mode) -> Result<Option<f32>> {
-        let gate = LearnedGate(self.cx());
+    pub fn rejection_threshold(self, mode: Mode) -> Result<Option<f32>> {
+        let gate = LearnedGate(self);
         Ok(match self.config.gate {
             Gate::Learned => Some(gate.threshold(gate.model()?) as f32),
             Gate::Activation => mode.is_synapse().then_some(self.config.gate_threshold),
         })
     }
 
+    /// The memory's dense index, built on first use (once per memory, whatever the settings);
+    /// `None` when the settings give this memory none (see [`IndexConfig::applies`](super::index::IndexConfig::applies)).
+    pub fn dense_index(self) -> Option<&'a DenseIndex> {
+        let m = self.m;
+        if !self.config.index.applies(m.graph.node_count()) {
+            return None;
+        }
+        Some(m.index.get_or_init(|| DenseIndex::build(&m.embeddings)))
+    }
+
     /// How many of the query's true `anchor_k` dense anchors (by a scan of every node) the
     /// dense index gives, and `anchor_k`; `None` without an index. The anchors are those
     /// retrieval uses: dense scores, episodes only unless concepts may anchor.
-    pub fn dense_anchor_recall(&self, query: &Query) -> Option<(usize, usize)> {
+    pub fn dense_anchor_recall(self, query: &Query) -> Option<(usize, usize)> {
         let index = self.dense_index()?;
-        let (signals, anchors) = (Similarity(self.cx()), Anchors(self.cx()));
-        let mut known = vec![f32::NAN; self.graph.node_count()];
+        let (signals, anchors) = (Similarity(self), Anchors(self));
+        let mut known = vec![f32::NAN; self.m.graph.node_count()];
         let bounds = signals.discounted(index.bounds(&query.embedding));
         let found = anchors.dense(&anchors.scores(&bounds), &mut known, query);
         let truth = top_order(&anchors.scores(&signals.dense_scan(query)), self.config.anchor_k);
         Some((truth.iter().filter(|t| found.contains(t)).count(), truth.len()))
     }
-}
 
-/// The dense index a query in `mode` goes through: a synapse-family mode on a memory that has
-/// one, with a non-negative similarity weight (the score bounds need it).
-fn index_for(memory: &Memory, mode: Mode) -> Option<&DenseIndex> {
-    (mode.is_synapse() && memory.config.lambda_similarity >= 0.0).then(|| memory.dense_index()).flatten()
+    /// The dense index a query in `mode` goes through: a synapse-family mode on a memory that
+    /// has one, with a non-negative similarity weight (the score bounds need it).
+    fn index_for(self, mode: Mode) -> Option<&'a DenseIndex> {
+        (mode.is_synapse() && self.config.lambda_similarity >= 0.0).then(|| self.dense_index()).flatten()
+    }
 }

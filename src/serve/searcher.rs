@@ -34,7 +34,7 @@ use crate::gpu::Gpu;
 use crate::gpu::ranker::Ranker;
 use crate::retrieve::bm25::Analyzer;
 use crate::retrieve::engine::{Engine, retrieve_on};
-use crate::retrieve::{Memory, Mode, Query, Retrieval};
+use crate::retrieve::{Memory, Mode, Query, Retrieval, RetrieveConfig};
 
 /// One search of a batch: the request, its scope's key, the scope as the request found it, and
 /// the episodes its filter allows (`None`: all; such a search is ranked on the CPU).
@@ -62,23 +62,25 @@ pub(crate) struct Searcher {
 }
 
 impl Searcher {
-    /// Starts the thread over `scopes`, on `gpu` when given.
+    /// Starts the thread over `scopes`, searching with `settings` (the ones the scopes were
+    /// opened with), on `gpu` when given.
     pub(crate) fn start(
         embedder: Arc<Embedder>,
         gpu: Option<Gpu>,
         scopes: &HashMap<String, Arc<Memory>>,
         config: &ServeConfig,
+        settings: RetrieveConfig,
         counters: Arc<Counters>,
     ) -> Result<Searcher> {
         let resident = match gpu {
-            Some(gpu) => Some(Resident::upload(gpu, scopes)?),
+            Some(gpu) => Some(Resident::upload(gpu, scopes, settings.clone())?),
             None => None,
         };
         let analyzer = Analyzer::new()?;
         let (tx, rx) = mpsc::channel();
         let cache = (config.query_cache > 0).then(|| quick_cache::unsync::Cache::new(config.query_cache));
         let max_batch = config.max_batch;
-        let mut thread = Thread { embedder, resident, analyzer, max_batch, counters, cache };
+        let mut thread = Thread { embedder, resident, analyzer, max_batch, counters, cache, settings };
         std::thread::Builder::new()
             .name("myelin-search".into())
             .spawn(move || thread.run(rx))
@@ -100,12 +102,13 @@ struct Resident {
 }
 
 impl Resident {
-    fn upload(gpu: Gpu, scopes: &HashMap<String, Arc<Memory>>) -> Result<Resident> {
+    fn upload(gpu: Gpu, scopes: &HashMap<String, Arc<Memory>>, settings: RetrieveConfig) -> Result<Resident> {
         let mut keys: Vec<&String> = scopes.keys().collect();
         keys.sort();
         let memories: Vec<Arc<Memory>> = keys.iter().map(|k| scopes[*k].clone()).collect();
         let reason = format!("the service's backend, {}", gpu.adapter());
-        let engine = Engine::on_gpu(memories, gpu, reason)?;
+        let mut engine = Engine::on_gpu(memories, gpu, reason)?;
+        engine.set_settings(settings)?;
         let slots = keys.iter().enumerate().map(|(i, k)| ((*k).clone(), i as u32)).collect();
         Ok(Resident { engine, slots })
     }
@@ -163,6 +166,8 @@ struct Thread {
     counters: Arc<Counters>,
     /// Query embeddings by exact text (`serve.query_cache`; `None`: off).
     cache: Option<quick_cache::unsync::Cache<String, Arc<[f32]>>>,
+    /// The retrieval settings every search runs with (its mode and `top_k` apart).
+    settings: RetrieveConfig,
 }
 
 type Job = (Vec<Search>, oneshot::Sender<Vec<Result<SearchResult>>>);
@@ -216,7 +221,9 @@ impl Thread {
                     .iter()
                     .zip(all.by_ref())
                     .map(|(s, r)| {
-                        let r = r.and_then(|r| s.memory.hand_over(r, |t| self.embedder.token_count(t)))?;
+                        let r = r.and_then(|r| {
+                            s.memory.with_settings(&self.settings)?.hand_over(r, |t| self.embedder.token_count(t))
+                        })?;
                         Ok(answer(&s.request, &s.memory, &r))
                     })
                     .collect(),
@@ -290,7 +297,7 @@ impl Thread {
         let ranker = self.resident.as_ref().and_then(|r| r.engine.ranker());
         // Each mode asked for is one batch (a search that names none takes its scope's
         // configured mode).
-        let mode = |i: usize| searches[i].request.mode.unwrap_or(searches[i].memory.config().mode);
+        let mode = |i: usize| searches[i].request.mode.unwrap_or(self.settings.mode);
         // (ranker, mode, (search, slot) of each search in the group).
         type Group<'a> = (Option<&'a Ranker>, Mode, Vec<(usize, u32)>);
         let mut groups: Vec<Group> = Vec::new();
@@ -307,7 +314,7 @@ impl Thread {
                 .iter()
                 .map(|&(i, slot)| Ok((slot, &*searches[i].memory, query(i)?)))
                 .collect::<std::result::Result<_, String>>()?;
-            let (found, report) = retrieve_on(ranker, &requests, mode).map_err(|e| e.to_string())?;
+            let (found, report) = retrieve_on(ranker, &requests, mode, &self.settings).map_err(|e| e.to_string())?;
             if report.on_gpu {
                 Counters::add(&self.counters.gpu_searches, requests.len());
             }

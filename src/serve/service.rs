@@ -124,7 +124,8 @@ impl Service {
         // the cores to the embedder.
         let (gpu, backend) = choose(&config.gpu, &config.retrieve, None)?;
         let counters = Arc::new(Counters::default());
-        let searcher = Searcher::start(embedder.clone(), gpu, &scopes, &config.serve, counters.clone())?;
+        let searcher =
+            Searcher::start(embedder.clone(), gpu, &scopes, &config.serve, config.retrieve.clone(), counters.clone())?;
         let generation = store.generation();
         let read_only = writer.is_none();
         let (queue, reload) = (config.serve.write_queue, std::time::Duration::from_millis(config.serve.reload_ms));

@@ -87,7 +87,7 @@ fn gpu_batches_over_real_graphs_return_what_the_cpu_returns() {
         }
     }
     assert!(requests.len() > 100, "{} questions", requests.len());
-    let cpu_engine = Engine::on_cpu(memories.clone());
+    let cpu_engine = Engine::on_cpu(memories.clone()).expect("cpu engine");
     let gpu_engine = Engine::on_gpu(memories, gpu, "test".into()).expect("upload");
     let refs: Vec<(usize, &Query)> = requests.iter().map(|(m, q)| (*m, q)).collect();
     for mode in SYNAPSE_MODES {
@@ -118,7 +118,7 @@ fn gpu_batches_over_real_graphs_return_what_the_cpu_returns() {
             .map(|m| Memory::new(m.conversation(), m.episodes().to_vec(), m.graph().clone(), settings.clone()))
             .collect::<myelin::Result<_>>()
             .expect("memories");
-        let cpu_variant = Engine::on_cpu(memories.clone());
+        let cpu_variant = Engine::on_cpu(memories.clone()).expect("cpu engine");
         let gpu_variant = Engine::on_gpu(memories, test_gpu().expect("gpu"), "test".into()).expect("upload");
         let (cpu, _) = cpu_variant.retrieve_batch(&refs, Mode::Synapse).expect("cpu");
         let (gpu, report) = gpu_variant.retrieve_batch(&refs, Mode::Synapse).expect("gpu");
@@ -385,13 +385,13 @@ fn graphs_replaced_in_place_rank_like_a_fresh_upload() {
     // Slots: [demo, early] → early replaced by the full conversation, demo added again in a
     // new slot, slot 0 emptied.
     let mut corpus =
-        Corpus::upload(&gpu, &[GpuBridge::of(&demo_m).input(), GpuBridge::of(&early).input()]).expect("upload");
+        Corpus::upload(&gpu, &[GpuBridge(demo_m.cx()).input(), GpuBridge(early.cx()).input()]).expect("upload");
     let before = corpus.bytes;
-    let sent = corpus.replace(1, &GpuBridge::of(&full_m).input()).expect("replace");
+    let sent = corpus.replace(1, &GpuBridge(full_m.cx()).input()).expect("replace");
     assert_eq!(corpus.bytes, before + sent);
-    corpus.replace(2, &GpuBridge::of(&demo_m).input()).expect("new slot");
+    corpus.replace(2, &GpuBridge(demo_m.cx()).input()).expect("new slot");
     corpus.remove(0).expect("remove");
-    assert!(corpus.replace(9, &GpuBridge::of(&demo_m).input()).is_err(), "a slot past the end is an error");
+    assert!(corpus.replace(9, &GpuBridge(demo_m.cx()).input()).is_err(), "a slot past the end is an error");
     let n = |m: &Memory| m.graph().node_count() as u64;
     assert_eq!(corpus.garbage_nodes(), n(&early) + n(&demo_m));
     assert_eq!(corpus.live_nodes(), n(&full_m) + n(&demo_m));
@@ -407,8 +407,8 @@ fn graphs_replaced_in_place_rank_like_a_fresh_upload() {
         })
         .collect();
     let requests: Vec<(u32, &Memory, &Query)> = queries.iter().map(|(s, m, q)| (*s, *m, q)).collect();
-    let (on_cpu, _) = retrieve_on(None, &requests, Mode::Synapse).expect("cpu");
-    let (on_gpu, report) = retrieve_on(Some(&ranker), &requests, Mode::Synapse).expect("gpu");
+    let (on_cpu, _) = retrieve_on(None, &requests, Mode::Synapse, full_m.config()).expect("cpu");
+    let (on_gpu, report) = retrieve_on(Some(&ranker), &requests, Mode::Synapse, full_m.config()).expect("gpu");
     assert!(report.on_gpu && report.fallback.is_none(), "{report:?}");
     assert_eq!(report.completed_on_cpu, 0);
     for ((c, g), (_, _, q)) in on_cpu.iter().zip(&on_gpu).zip(&queries) {

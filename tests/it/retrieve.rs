@@ -400,7 +400,7 @@ fn indexed_retrieval_equals_the_scan() {
         let (mut queries, mut scanned) = (Vec::new(), Vec::new());
         for (text, v) in texts.iter().zip(vectors.chunks_exact(myelin::embed::EMBEDDING_DIM)) {
             let q = Query::new(&mut analyzer, text, v.to_vec()).expect("query");
-            assert_eq!(indexed.dense_anchor_recall(&q), Some((10, 10)), "{text}");
+            assert_eq!(indexed.cx().dense_anchor_recall(&q), Some((10, 10)), "{text}");
             for mode in [Mode::Synapse, Mode::NoInhibition, Mode::NoFan, Mode::NoGraph] {
                 let r = indexed.retrieve(&q, mode).expect("indexed");
                 assert_eq!(r, scan.retrieve(&q, mode).expect("scan"), "{mode}: {text}");

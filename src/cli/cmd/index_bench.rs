@@ -35,7 +35,7 @@ async fn index_bench(
 ) -> anyhow::Result<()> {
     let store = Store::open(store_dir).await?;
     let t0 = Instant::now();
-    let mut memory = myelin::pipeline::stored_memory(&store, conversation, config).await?;
+    let memory = myelin::pipeline::stored_memory(&store, conversation, config).await?;
     let load_s = t0.elapsed().as_secs_f64();
     let t0 = Instant::now();
     let index_bytes = memory.dense_index().map_or(0, |i| i.bytes());
@@ -60,7 +60,7 @@ async fn index_bench(
         .zip(vectors.chunks_exact(EMBEDDING_DIM))
         .map(|(t, v)| Query::new(&mut analyzer, t, v.to_vec()))
         .collect::<Result<Vec<_>, _>>()?;
-    let rows = myelin::bench::index_bench(&mut memory, &queries, mode)?;
+    let rows = myelin::bench::index_bench(&memory, &queries, mode)?;
     let report = IndexBench {
         conversation,
         memory: &memory,

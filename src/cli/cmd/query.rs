@@ -43,17 +43,17 @@ async fn query(
     let query = Query::new(&mut Analyzer::new()?, question, embedding)?;
     // --explain traces every step of the dynamics, which only the CPU engine records.
     let engine = if explain {
-        Engine::on_cpu_because(vec![memory], "--explain traces every step, which only the CPU engine records".into())
+        Engine::on_cpu_because(vec![memory], "--explain traces every step, which only the CPU engine records".into())?
     } else {
         Engine::new(vec![memory], &config.gpu)?
     };
     let t0 = Instant::now();
     let (result, explanations) =
         if explain { engine.explain(0, &query, mode)? } else { (engine.retrieve(0, &query, mode)?, Vec::new()) };
-    let memory = engine.memory(0)?;
+    let (memory, cx) = (engine.memory(0)?, engine.cx(0)?);
     let retrieve_ms = t0.elapsed().as_secs_f64() * 1e3;
     // The context budget hands over the best episodes that fit.
-    let result = memory.hand_over(result, |t| embedder.token_count(t))?;
+    let result = cx.hand_over(result, |t| embedder.token_count(t))?;
     let mut explanations = explanations;
     explanations.truncate(result.hits.len());
     let answer = Answer {
@@ -64,7 +64,7 @@ async fn query(
         memory,
         result: &result,
         explanations: &explanations,
-        threshold: memory.rejection_threshold(mode)?,
+        threshold: cx.rejection_threshold(mode)?,
         gate: config.retrieve.gate,
         embed_ms,
         retrieve_ms,

@@ -11,8 +11,8 @@ use anyhow::Context;
 use myelin::config::Config;
 use myelin::embed::{EMBEDDING_DIM, Embedder};
 use myelin::eval::{load, training_examples};
+use myelin::gnn::record::TrainOptions;
 use myelin::gnn::relevance::{CARD_FORMAT, Card, card_path};
-use myelin::gnn::train::TrainOptions;
 use myelin::prepare::Inputs;
 use myelin::store::Store;
 

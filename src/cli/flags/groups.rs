@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use myelin::config::Config;
-use myelin::gnn::train::TrainOptions;
+use myelin::gnn::record::TrainOptions;
 use myelin::gnn::{FeatureSet, Shipped};
 use myelin::gpu::Backend;
 use myelin::retrieve::{Gate, Mode};
