@@ -60,6 +60,11 @@ pub struct ServeConfig {
     /// Query embeddings kept by their exact text, so a question asked again is not embedded
     /// again (default 4,096, about 6 MB; 0: none); the least used go first.
     pub query_cache: usize,
+    /// How often the writer deletes the memories that have expired, in milliseconds (default
+    /// 60,000; also once when it starts). An expired memory is never returned meanwhile; the
+    /// sweep removes its text, vectors and graph nodes from the store (an `EXPIRE` in its
+    /// history).
+    pub expiry_sweep_ms: u64,
 }
 
 impl Default for ServeConfig {
@@ -73,6 +78,7 @@ impl Default for ServeConfig {
             write_queue: 1024,
             reload_ms: 500,
             query_cache: 4096,
+            expiry_sweep_ms: 60_000,
         }
     }
 }
@@ -88,6 +94,7 @@ impl ServeConfig {
             ("max_add_bytes", self.max_add_bytes),
             ("write_queue", self.write_queue),
             ("reload_ms", self.reload_ms as usize),
+            ("expiry_sweep_ms", self.expiry_sweep_ms as usize),
         ] {
             if v == 0 {
                 return Err(Error::InvalidArgument(format!("serve.{name} must be at least 1")));

@@ -101,6 +101,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Ingest(args) => cmd::ingest::run(args, config, &g),
         Command::Stats(args) => cmd::stats::run(args, &g),
+        Command::Check(args) => cmd::check::run(args, config, &g),
         Command::Demo => cmd::demo::run(config, &g),
         Command::Query(args) => cmd::query::run(args, config, &g),
         Command::Eval(args) => cmd::eval::run(args, config, &g),

@@ -304,6 +304,67 @@ pub async fn stored_memory(store: &Store, conversation: &str, config: &Config) -
     Memory::new(conversation, episodes, graph, config.retrieve.clone())
 }
 
+/// One part of a store as [`check_store`] found it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PartCheck {
+    /// `store`, or `conversation <id>`.
+    pub part: String,
+    /// Whether it reads whole.
+    pub ok: bool,
+    /// What it holds, or what is wrong with it and where.
+    pub detail: String,
+}
+
+/// What [`check_store`] found, part by part.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StoreCheck {
+    /// The store directory.
+    pub path: PathBuf,
+    /// The parts, the store itself first.
+    pub parts: Vec<PartCheck>,
+}
+
+impl StoreCheck {
+    /// The parts that do not read whole.
+    pub fn damaged(&self) -> usize {
+        self.parts.iter().filter(|p| !p.ok).count()
+    }
+}
+
+/// Reads every part of the store at `root` as retrieval would, without writing anything: the
+/// manifest and every dataset at its pinned version (each data file there at its recorded
+/// size; a directory with datasets and no manifest is damage), then each conversation's
+/// episodes, graph and vectors (every node embedding finite and of length 1, the graph
+/// consistent with its episodes), as [`stored_memory`] opens them. A part that fails is named
+/// with the error that says where.
+pub async fn check_store(root: &Path, config: &Config) -> StoreCheck {
+    let part = |part: String, result: std::result::Result<String, Error>| match result {
+        Ok(detail) => PartCheck { part, ok: true, detail },
+        Err(e) => PartCheck { part, ok: false, detail: e.to_string() },
+    };
+    let mut check = StoreCheck { path: root.to_path_buf(), parts: Vec::new() };
+    let opened = async {
+        let store = Store::open(root).await?;
+        let conversations = store.conversations().await?;
+        Ok::<_, Error>((store, conversations))
+    };
+    let (store, conversations) = match opened.await {
+        Ok(v) => v,
+        Err(e) => {
+            check.parts.push(part("store".into(), Err(e)));
+            return check;
+        }
+    };
+    let summary = format!("generation {}, {} conversations", store.generation(), conversations.len());
+    check.parts.push(part("store".into(), Ok(summary)));
+    for c in conversations {
+        let memory = stored_memory(&store, &c.id, config).await;
+        let detail = memory.map(|m| format!("{} episodes, {} nodes", m.episodes().len(), m.graph().node_count()));
+        check.parts.push(part(format!("conversation {}", c.id), detail));
+    }
+    check
+}
+
 /// A stored conversation's graph (`None`: none was built), its PageRank derived from the
 /// stored edges with `config.graph.pagerank_damping`: the serving API rewrites only the graph
 /// rows a write changed, so the stored column can be older than the edges (for an ingested
@@ -403,6 +464,7 @@ pub fn in_memory(conversation: &Conversation, embedder: &Embedder, config: &Conf
             timestamp: t.timestamp,
             embedding: v.to_vec(),
             metadata: None,
+            expires_at: None,
         })
         .collect();
     let graph = graph_of(&texts, embedder, &config.graph)?;

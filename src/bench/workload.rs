@@ -185,6 +185,7 @@ fn dress(
                 timestamp: None,
                 embedding: vector(id),
                 metadata: None,
+                expires_at: None,
             });
         }
     }

@@ -70,6 +70,9 @@ pub enum Command {
     Ingest(IngestArgs),
     /// List the conversations in a store with their counts, versions and size on disk.
     Stats(StatsArgs),
+    /// Read every part of a store (manifest, datasets, each conversation's episodes, graph and
+    /// vectors) and say which is damaged, where, and how to recover; exit 1 if one is.
+    Check(CheckArgs),
     /// Ingest the built-in demo conversation, show the store, and answer a few questions.
     Demo,
     /// Retrieve the episodes a question needs from one conversation's memory.
@@ -135,6 +138,13 @@ pub struct IngestArgs {
 
 #[derive(Args, Debug)]
 pub struct StatsArgs {
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,

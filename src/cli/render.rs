@@ -22,7 +22,7 @@ pub use bench::{
     IndexBench, bench_summary, embed_bench, goals, index_bench, index_bench_json, load, scale_history, write_bench,
 };
 pub use eval::{card, eval_gate_plot, eval_notes, eval_plot, eval_report, gate_plot, gate_training};
-pub use store::{ingest, prepare_step, stats};
+pub use store::{check, ingest, prepare_step, stats};
 
 /// A new table in the house style.
 fn table() -> Table {

@@ -340,6 +340,7 @@ mod tests {
                     timestamp: chrono::DateTime::from_timestamp(1_683_504_000 + 60 * i as i64, 0),
                     embedding,
                     metadata: None,
+                    expires_at: None,
                 }
             })
             .collect();

@@ -346,6 +346,21 @@ fn first_name(speaker: &str) -> String {
     speaker.split(|c: char| !c.is_alphanumeric()).find(|w| !w.is_empty()).unwrap_or("").to_lowercase()
 }
 
+/// Every node embedding is unit length (the embedder's and the concepts' are normalised), so
+/// one that is not finite or not of length 1 (within 10⁻³) is damage, refused here: a vector of
+/// damaged bytes would otherwise score anything up to 10³⁵ and rank first.
+fn check_unit(conversation: &str, node: usize, v: &[f32]) -> Result<()> {
+    let norm2: f32 = v.iter().map(|x| x * x).sum();
+    if norm2.is_finite() && (norm2 - 1.0).abs() <= 1e-3 {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument(format!(
+        "node {node} of '{conversation}' has an embedding of squared length {norm2} where every stored embedding \
+         has length 1: the stored vectors are damaged (restore the store from a backup, or ingest the \
+         conversation again)"
+    )))
+}
+
 /// The error for a node whose embedding is not `EMBEDDING_DIM` values.
 fn no_embedding(conversation: &str, node: usize) -> Error {
     Error::InvalidArgument(format!("node {node} of '{conversation}' has no {EMBEDDING_DIM}-d embedding"))
@@ -371,6 +386,7 @@ fn node_rows(conversation: &str, episodes: &[Episode], graph: &Graph, from: usiz
         if v.len() != EMBEDDING_DIM {
             return Err(no_embedding(conversation, from + i));
         }
+        check_unit(conversation, from + i, v)?;
         embeddings.extend_from_slice(v);
         texts.push(text);
     }
@@ -394,6 +410,7 @@ pub(super) fn episodes_of(texts: &[String], vectors: &[f32]) -> Vec<Episode> {
             timestamp: chrono::DateTime::from_timestamp(1_683_504_000 + 3_600 * i as i64, 0),
             embedding: vectors[i * EMBEDDING_DIM..(i + 1) * EMBEDDING_DIM].to_vec(),
             metadata: None,
+            expires_at: None,
         })
         .collect()
 }
@@ -404,6 +421,25 @@ mod tests {
     use crate::retrieve::{Gate, Mode, Query};
     use rand::SeedableRng;
     use rand::rngs::StdRng;
+
+    #[test]
+    fn a_damaged_embedding_is_refused_naming_its_node() {
+        let (texts, graphs) = crate::graph::build::growing_graphs(30);
+        let mut rng = StdRng::seed_from_u64(4);
+        let vectors = crate::graph::synthetic::unit_embeddings(texts.len(), &mut rng);
+        let graph = graphs.last().unwrap().clone();
+        let n = graph.episode_count();
+        let episodes = episodes_of(&texts, &vectors)[..n].to_vec();
+        assert!(Memory::new("c", episodes.clone(), graph.clone(), RetrieveConfig::default()).is_ok());
+        let node = graph.episode_nodes()[7] as usize;
+        for damage in [1e35f32, f32::NAN, 0.5] {
+            let mut damaged = episodes.clone();
+            damaged[7].embedding[3] = damage;
+            let e = Memory::new("c", damaged, graph.clone(), RetrieveConfig::default()).unwrap_err().to_string();
+            assert!(e.contains(&format!("node {node} of 'c' has an embedding of squared length")), "{damage}: {e}");
+            assert!(e.contains("damaged"), "{e}");
+        }
+    }
 
     #[test]
     fn a_memory_extended_write_by_write_is_the_memory_built_at_once() {

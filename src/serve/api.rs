@@ -30,6 +30,11 @@ pub struct Message {
     /// What to keep beside it (mem0 gives one `metadata` for every message of an add).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Metadata>,
+    /// When it expires (default: never): from then on no route returns it, and the writer
+    /// deletes it (an `EXPIRE` in its history). RFC 3339 text or seconds since the epoch; over
+    /// HTTP also mem0's `expiration_date` ([`expiry_of_date`]).
+    #[serde(default, deserialize_with = "when", skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<DateTime<Utc>>,
 }
 
 impl Message {
@@ -44,6 +49,13 @@ impl Message {
         if self.metadata.is_none() {
             self.metadata = metadata.cloned();
         }
+        self
+    }
+
+    /// The message expiring at `expires_at` where it has no expiry of its own (an add's
+    /// expiry is every message's).
+    pub fn or_expiry(mut self, expires_at: Option<DateTime<Utc>>) -> Message {
+        self.expires_at = self.expires_at.or(expires_at);
         self
     }
 
@@ -64,12 +76,18 @@ pub struct MemoryItem {
     pub role: String,
     /// When it was said: the message's time, else when it was added (mem0's `created_at`).
     pub created_at: Option<DateTime<Utc>>,
-    /// The same: a memory is never edited in place (mem0's `updated_at`).
+    /// The same time (mem0's `updated_at`): an update keeps the time a memory was said, and
+    /// its history (`/v1/memories/{id}/history`) records when it changed.
     pub updated_at: Option<DateTime<Utc>>,
     /// MD5 of the text in hex, as mem0 gives it.
     pub hash: String,
     /// What it keeps beside its text, as given (null for none).
     pub metadata: Option<Metadata>,
+    /// When it expires (null: never).
+    pub expires_at: Option<DateTime<Utc>>,
+    /// The last day it is returned, `YYYY-MM-DD` in UTC (mem0's `expiration_date`; null:
+    /// never expires).
+    pub expiration_date: Option<String>,
     /// Its scope.
     #[serde(flatten)]
     pub scope: Scope,
@@ -79,20 +97,41 @@ pub struct MemoryItem {
 }
 
 /// A change to a memory (at least one part): its text (its passages embedded anew), its
-/// metadata (replaced whole), or both.
+/// metadata (replaced whole), its expiry, or several.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Edit {
     /// The new text.
     pub text: Option<String>,
     /// The new metadata.
     pub metadata: Option<Metadata>,
+    /// The new expiry: `Some(None)` clears it (the memory never expires).
+    pub expires_at: Option<Option<DateTime<Utc>>>,
 }
 
 impl Edit {
     /// A new text.
     pub fn text(text: &str) -> Edit {
-        Edit { text: Some(text.to_string()), metadata: None }
+        Edit { text: Some(text.to_string()), ..Edit::default() }
     }
+}
+
+/// When a memory given mem0's `expiration_date` (a `YYYY-MM-DD` date, UTC, inclusive) expires:
+/// the start of the next day. The one place the date becomes a time, and back
+/// ([`expiration_date_of`]).
+pub fn expiry_of_date(date: &str) -> Result<DateTime<Utc>> {
+    let day = chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d").map_err(|e| {
+        Error::InvalidArgument(format!("expiration_date '{}': not a YYYY-MM-DD date ({e})", date.escape_debug()))
+    })?;
+    day.succ_opt()
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+        .map(|t| t.and_utc())
+        .ok_or_else(|| Error::InvalidArgument(format!("expiration_date '{date}' is out of range")))
+}
+
+/// The last day (UTC) a memory expiring at `expires_at` is returned, as mem0's
+/// `expiration_date` reads: [`expiry_of_date`]'s inverse.
+pub fn expiration_date_of(expires_at: DateTime<Utc>) -> String {
+    (expires_at - chrono::TimeDelta::microseconds(1)).date_naive().format("%Y-%m-%d").to_string()
 }
 
 /// A search.
@@ -197,6 +236,8 @@ pub(super) fn item(scope: &Scope, passages: &[Episode]) -> MemoryItem {
         updated_at: first.timestamp,
         hash,
         metadata: first.metadata.clone(),
+        expires_at: first.expires_at,
+        expiration_date: first.expires_at.map(expiration_date_of),
         scope: scope.clone(),
         score: None,
     }

@@ -493,6 +493,7 @@ mod tests {
             timestamp: DateTime::from_timestamp(at, 0),
             embedding: Vec::new(),
             metadata: metadata.as_object().cloned(),
+            expires_at: None,
         }
     }
 

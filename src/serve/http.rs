@@ -269,17 +269,48 @@ async fn method_not_allowed(request: Request) -> ApiError {
     )
 }
 
+/// The key of an `Authorization` value of the scheme `Bearer` or `Token`, the scheme in any
+/// case (RFC 9110: schemes are case-insensitive).
+fn bearer_key(value: &str) -> Option<&str> {
+    let (scheme, key) = value.split_once(' ')?;
+    (scheme.eq_ignore_ascii_case("bearer") || scheme.eq_ignore_ascii_case("token")).then(|| key.trim_start())
+}
+
 async fn check_token(State(token): State<Option<Arc<String>>>, request: Request, next: Next) -> Response {
     if let Some(token) = token {
         let given = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-        let key = given.and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("Token ")));
-        if key != Some(token.as_str()) {
+        if given.and_then(bearer_key) != Some(token.as_str()) {
             return ApiError(
                 StatusCode::UNAUTHORIZED,
                 "missing or wrong token (Authorization: Bearer or Token)".into(),
             )
             .into_response();
         }
+    }
+    next.run(request).await
+}
+
+/// The first name or value of a query string that is not UTF-8 once percent-decoded, as the
+/// error a client gets (the query extractor would pass it on with U+FFFD in its place, and a
+/// scope named by a mangled id would be another scope).
+fn query_not_utf8(query: &str) -> Option<String> {
+    let decoded = |s: &str| percent_encoding::percent_decode_str(s).decode_utf8().map(|_| ());
+    query.split('&').find_map(|pair| {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let shown = percent_encoding::percent_decode_str(name).decode_utf8_lossy();
+        match (decoded(name), decoded(value)) {
+            (Err(_), _) => {
+                Some(format!("query string: a parameter name ('{shown}') is not UTF-8 once percent-decoded"))
+            }
+            (_, Err(_)) => Some(format!("query string: the value of '{shown}' is not UTF-8 once percent-decoded")),
+            _ => None,
+        }
+    })
+}
+
+async fn check_query(request: Request, next: Next) -> Response {
+    if let Some(message) = request.uri().query().and_then(query_not_utf8) {
+        return ApiError(StatusCode::BAD_REQUEST, message).into_response();
     }
     next.run(request).await
 }
@@ -320,6 +351,7 @@ pub fn router(service: Service, token: Option<String>, body_limit: usize) -> Rou
         .fallback(fallback)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
+        .layer(middleware::from_fn(check_query))
         .layer(middleware::from_fn_with_state(token, check_token))
         .with_state(service)
 }

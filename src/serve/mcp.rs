@@ -48,6 +48,7 @@ fn item_schema() -> Value {
     json!({"type": "object", "properties": {
         "id": {"type": "string"}, "memory": {"type": "string"}, "role": {"type": "string"},
         "created_at": {"type": ["string", "null"]}, "updated_at": {"type": ["string", "null"]},
+        "expires_at": {"type": ["string", "null"]}, "expiration_date": {"type": ["string", "null"]},
         "hash": {"type": "string"}, "user_id": {"type": "string"}, "agent_id": {"type": "string"},
         "run_id": {"type": "string"}, "score": {"type": "number"}
     }, "required": ["id", "memory", "role", "hash"]})
@@ -86,7 +87,9 @@ pub fn tools() -> Value {
                     "timestamp": {"type": "string", "format": "date-time"}
                 }, "required": ["role", "content"]}},
                 "text": {"type": "string", "description": "One message (role user) instead of messages."},
-                "metadata": {"type": "object", "description": "Kept with every message added, returned as given and filterable."}
+                "metadata": {"type": "object", "description": "Kept with every message added, returned as given and filterable."},
+                "expiration_date": {"type": "string", "format": "date", "description": "The last day (UTC, YYYY-MM-DD) the messages are returned; deleted after it."},
+                "expires_at": {"type": "string", "format": "date-time", "description": "When the messages expire (instead of expiration_date)."}
             }))},
             "outputSchema": results_schema()
         },
@@ -96,6 +99,7 @@ pub fn tools() -> Value {
             "inputSchema": {"type": "object", "properties": with_scope(json!({
                 "query": {"type": "string"},
                 "top_k": {"type": "integer", "minimum": 1, "description": "Most memories returned."},
+                "limit": {"type": "integer", "minimum": 1, "description": "top_k by another name (give one of them)."},
                 "order": {"type": "string", "enum": [Order::Score.as_str(), Order::Time.as_str()],
                           "description": "score: best first (default); time: in the order they were said, for a prompt."},
                 "mode": {"type": "string", "enum": Mode::ALL.map(Mode::as_str),
@@ -138,6 +142,27 @@ pub fn tools() -> Value {
     ])
 }
 
+/// Refuses arguments of tool `name` that its input schema ([`tools`], the one list of what
+/// each tool takes) does not name: an argument Myelin does not read is an error, never
+/// ignored.
+fn check_arguments(name: &str, given: &Value) -> Result<()> {
+    let tools = tools();
+    let Some(tool) = tools.as_array().and_then(|t| t.iter().find(|t| t["name"] == name)) else {
+        return Ok(());
+    };
+    let Some(given) = given.as_object() else {
+        return Err(Error::InvalidArgument(format!("{name}: arguments must be an object")));
+    };
+    let known = &tool["inputSchema"]["properties"];
+    match given.keys().find(|k| known.get(k.as_str()).is_none()) {
+        Some(k) => {
+            let takes: Vec<&str> = known.as_object().map_or(Vec::new(), |o| o.keys().map(String::as_str).collect());
+            Err(Error::InvalidArgument(format!("{name}: unknown argument '{k}' (it takes {})", takes.join(", "))))
+        }
+        None => Ok(()),
+    }
+}
+
 fn args<T: serde::de::DeserializeOwned>(v: &Value) -> Result<T> {
     serde_json::from_value(v.clone()).map_err(|e| Error::InvalidArgument(format!("arguments: {e}")))
 }
@@ -162,6 +187,7 @@ impl Mcp {
     }
 
     async fn call_tool(&self, name: &str, a: &Value) -> Result<Value> {
+        check_arguments(name, a)?;
         let service = &self.service;
         let scope = self.or_default(args(a)?);
         match name {
@@ -180,7 +206,15 @@ impl Mcp {
                     Some(m) => filter::metadata(m, "arguments.metadata")?,
                     None => None,
                 };
-                let messages = messages.into_iter().map(|m| m.or_metadata(metadata.as_ref())).collect();
+                let mut expiry = serde_json::Map::new();
+                for key in ["expiration_date", "expires_at"] {
+                    if let Some(v) = a.get(key) {
+                        expiry.insert(key.into(), v.clone());
+                    }
+                }
+                let expires_at = Fields::body(Value::Object(expiry))?.expiry()?.flatten();
+                let messages =
+                    messages.into_iter().map(|m| m.or_metadata(metadata.as_ref()).or_expiry(expires_at)).collect();
                 Ok(json!({ "results": service.add(&scope, messages).await? }))
             }
             "search_memory" => {

@@ -43,7 +43,10 @@ pub mod wire;
 mod writer;
 
 pub use crate::retrieve::Order;
-pub use api::{Edit, MAX_ID_BYTES, MemoryItem, Message, Metadata, Page, Scope, SearchRequest, SearchResult, Stats};
+pub use api::{
+    Edit, MAX_ID_BYTES, MemoryItem, Message, Metadata, Page, Scope, SearchRequest, SearchResult, Stats,
+    expiration_date_of, expiry_of_date,
+};
 pub use blocking::BlockingService;
 pub use filter::Filter;
 pub use service::Service;

@@ -27,16 +27,29 @@ enum Plan {
     Many(Vec<usize>),
 }
 
-/// Adds `request`'s searches to `searches` and says how to answer it from them.
+/// Per episode of `memory`, whether it is live at `now` (not expired, [`Episode::expired`]);
+/// `None` when every episode is.
+fn live(memory: &Memory, now: chrono::DateTime<chrono::Utc>) -> Option<Vec<bool>> {
+    let episodes = memory.episodes();
+    episodes.iter().any(|e| e.expired(now)).then(|| episodes.iter().map(|e| !e.expired(now)).collect())
+}
+
+/// Adds `request`'s searches to `searches` and says how to answer it from them. A search
+/// never reads an expired memory.
 fn plan(request: &SearchRequest, scopes: &HashMap<String, Arc<Memory>>, searches: &mut Vec<Search>) -> Result<Plan> {
     if request.query.trim().is_empty() {
         return Err(Error::InvalidArgument("empty query".into()));
     }
+    let now = chrono::Utc::now();
     let filter = match select(&request.scope, request.filters.as_ref())? {
         Selected::Scope(key, scope) => {
             let Some(memory) = scopes.get(&key) else { return Ok(Plan::Many(Vec::new())) };
+            let only = live(memory, now);
+            if only.as_ref().is_some_and(|l| !l.contains(&true)) {
+                return Ok(Plan::Many(Vec::new()));
+            }
             let request = SearchRequest { scope, filters: None, ..request.clone() };
-            searches.push(Search { request, key, memory: memory.clone(), only: None });
+            searches.push(Search { request, key, memory: memory.clone(), only: only.map(Into::into) });
             return Ok(Plan::One(searches.len() - 1));
         }
         Selected::Where(f) => f,
@@ -47,7 +60,7 @@ fn plan(request: &SearchRequest, scopes: &HashMap<String, Arc<Memory>>, searches
     for key in keys {
         let Some(scope) = Scope::from_key(key) else { continue };
         let memory = &scopes[key];
-        let only: Option<Arc<[bool]>> = match filter.scope_verdict(&scope) {
+        let allowed = match filter.scope_verdict(&scope) {
             Some(false) => continue,
             Some(true) => None,
             None => {
@@ -56,12 +69,16 @@ fn plan(request: &SearchRequest, scopes: &HashMap<String, Arc<Memory>>, searches
                     let pass = filter.matches(&scope, &passages[0]);
                     allowed.extend(std::iter::repeat_n(pass, passages.len()));
                 }
-                if !allowed.contains(&true) {
-                    continue;
-                }
-                Some(allowed.into())
+                Some(allowed)
             }
         };
+        let only: Option<Arc<[bool]>> = match (allowed, live(memory, now)) {
+            (Some(a), Some(l)) => Some(a.iter().zip(&l).map(|(a, l)| *a && *l).collect()),
+            (a, l) => a.or(l).map(Into::into),
+        };
+        if only.as_ref().is_some_and(|o| !o.contains(&true)) {
+            continue;
+        }
         let request = SearchRequest { scope, filters: None, order: Order::Score, ..request.clone() };
         searches.push(Search { request, key: key.clone(), memory: memory.clone(), only });
         parts.push(searches.len() - 1);
@@ -129,10 +146,22 @@ impl Service {
         let generation = store.generation();
         let read_only = writer.is_none();
         let (queue, reload) = (config.serve.write_queue, std::time::Duration::from_millis(config.serve.reload_ms));
+        // The writer's label cache starts with the labels the store keeps, so the first write
+        // to a scope after a restart embeds none of them again.
+        let mut labels = LabelCache::new(config.serve.label_cache);
+        let mut stored_labels: HashMap<String, std::collections::HashSet<String>> = HashMap::new();
+        if !read_only {
+            for (scope, label, embedding) in store.labels().await? {
+                if stored_labels.entry(scope).or_default().insert(label.clone()) {
+                    labels.insert(label, embedding);
+                }
+            }
+        }
         let inner = Arc::new(Inner {
             counters,
             root: root.to_path_buf(),
-            labels: std::sync::Mutex::new(LabelCache::new(config.serve.label_cache)),
+            labels: std::sync::Mutex::new(labels),
+            stored_labels: std::sync::Mutex::new(stored_labels),
             config,
             background,
             backend,
@@ -210,12 +239,20 @@ impl Service {
         if messages.is_empty() {
             return Err(Error::InvalidArgument("no message to add".into()));
         }
+        let now = chrono::Utc::now();
         for (i, m) in messages.iter().enumerate() {
             if m.content.trim().is_empty() {
                 return Err(Error::InvalidArgument(format!("message {i}: empty content")));
             }
             if m.role.trim().is_empty() {
                 return Err(Error::InvalidArgument(format!("message {i}: empty role")));
+            }
+            if let Some(t) = m.expires_at.filter(|&t| t <= now) {
+                return Err(Error::InvalidArgument(format!(
+                    "message {i}: it expires at {} (expiration_date {}), which has passed: it would never be returned",
+                    t.to_rfc3339(),
+                    expiration_date_of(t)
+                )));
             }
         }
         let bytes: usize = messages.iter().map(|m| m.content.len() + metadata_bytes(m.metadata.as_ref())).sum();
@@ -283,10 +320,12 @@ impl Service {
 
     /// Changes a memory: its text (the same id, speaker and time, its passages embedded and
     /// its scope's graph built anew), its metadata (replaced whole; an empty object removes
-    /// it), or both; the history records an `UPDATE`. Returns the memory as it now is.
+    /// it), its expiry (`Some(None)` clears it; a time already past expires it now), or
+    /// several; the history records an `UPDATE`. Returns the memory as it now is. An expired
+    /// memory is not found.
     pub async fn update(&self, id: &str, edit: Edit) -> Result<MemoryItem> {
-        if edit.text.is_none() && edit.metadata.is_none() {
-            return Err(Error::InvalidArgument("nothing to update: give a text, metadata or both".into()));
+        if edit.text.is_none() && edit.metadata.is_none() && edit.expires_at.is_none() {
+            return Err(Error::InvalidArgument("nothing to update: give a text, metadata or an expiry".into()));
         }
         if edit.text.as_ref().is_some_and(|t| t.trim().is_empty()) {
             return Err(Error::InvalidArgument("empty text: nothing to update the memory to".into()));
@@ -304,12 +343,16 @@ impl Service {
         }
     }
 
-    /// One memory by id.
+    /// One memory by id; an expired one is not found.
     pub async fn get(&self, id: &str) -> Result<MemoryItem> {
         let key = self.inner.ids.read().await.get(id).cloned().ok_or_else(|| unknown(id))?;
         let memory = self.inner.scopes.read().await.get(&key).cloned().ok_or_else(|| unknown(id))?;
         let scope = Scope::from_key(&key).unwrap_or_default();
         let at = memory.episodes().iter().position(|e| e.turn_id == id).ok_or_else(|| unknown(id))?;
+        let first = &memory.episodes()[at];
+        if let (true, Some(t)) = (first.expired(chrono::Utc::now()), first.expires_at) {
+            return Err(Error::NotFound(format!("memory '{}' expired at {}", id.escape_debug(), t.to_rfc3339())));
+        }
         Ok(item(&scope, passages_at(memory.episodes(), at)))
     }
 
@@ -325,9 +368,10 @@ impl Service {
 
     /// The memories that the scope's ids and `filters` select ([`SearchRequest::filters`]):
     /// how many, and one page of them, scope by scope (in the order of their keys), each
-    /// scope's oldest first.
+    /// scope's oldest first; never an expired one.
     pub async fn list(&self, scope: &Scope, filters: Option<&Filter>, page: Page) -> Result<(usize, Vec<MemoryItem>)> {
         let selected = select(scope, filters)?;
+        let now = chrono::Utc::now();
         let scopes = self.inner.scopes.read().await;
         let mut keys: Vec<&String> = scopes.keys().collect();
         keys.sort();
@@ -342,7 +386,7 @@ impl Service {
                 },
             };
             for passages in memories_of(scopes[key].episodes()) {
-                if filter.is_some_and(|f| !f.matches(&scope, &passages[0])) {
+                if passages[0].expired(now) || filter.is_some_and(|f| !f.matches(&scope, &passages[0])) {
                     continue;
                 }
                 if count >= page.offset && items.len() < page.limit {
@@ -357,9 +401,11 @@ impl Service {
     /// Every scope that holds memories, with how many.
     pub async fn scopes(&self) -> Vec<(Scope, usize)> {
         let scopes = self.inner.scopes.read().await;
+        let now = chrono::Utc::now();
+        let live = |m: &Memory| memories_of(m.episodes()).filter(|p| !p[0].expired(now)).count();
         let mut all: Vec<(Scope, usize)> = scopes
             .iter()
-            .filter_map(|(key, m)| Some((Scope::from_key(key)?, memories_of(m.episodes()).count())))
+            .filter_map(|(key, m)| Some((Scope::from_key(key)?, live(m))))
             .filter(|(_, n)| *n > 0)
             .collect();
         all.sort_by(|a, b| (&a.0.user_id, &a.0.agent_id, &a.0.run_id).cmp(&(&b.0.user_id, &b.0.agent_id, &b.0.run_id)));

@@ -82,6 +82,9 @@ pub(super) struct Inner {
     /// Concept label → its embedding: building a scope's graph embeds only labels not seen
     /// recently.
     pub(super) labels: std::sync::Mutex<LabelCache>,
+    /// Per scope, the concept labels the store holds for it ([`crate::store::Table::Labels`]):
+    /// a write appends only the others.
+    pub(super) stored_labels: std::sync::Mutex<HashMap<String, std::collections::HashSet<String>>>,
 }
 
 /// Runs CPU-heavy work off the async runtime's threads.

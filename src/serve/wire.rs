@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
-use super::api::{Edit, MemoryItem, Message, Metadata, Page, Scope, SearchRequest};
+use super::api::{Edit, MemoryItem, Message, Metadata, Page, Scope, SearchRequest, expiry_of_date};
 use super::filter::{Filter, Selected, kind_of, metadata, select};
 use crate::error::{Error, Result};
 use crate::retrieve::{Mode, Order};
@@ -60,6 +60,24 @@ impl Fields {
         match self.map.remove(key) {
             None | Some(Value::Null) => Ok(None),
             Some(v) => serde_json::from_value(v).map(Some).map_err(|e| self.error(key, e)),
+        }
+    }
+
+    /// The expiry the fields set: mem0's `expiration_date` (a `YYYY-MM-DD` date, the last
+    /// day the memory is returned: [`expiry_of_date`]) or `expires_at` (a time), at most one
+    /// of them; `Some(None)` when the one given is null (an update clears the expiry), `None`
+    /// when neither is given.
+    pub fn expiry(&mut self) -> Result<Option<Option<DateTime<Utc>>>> {
+        let (date, at) = (self.map.remove("expiration_date"), self.map.remove("expires_at"));
+        match (date, at) {
+            (Some(_), Some(_)) => Err(self.error("expires_at", "give expiration_date or expires_at, not both")),
+            (Some(Value::Null), None) | (None, Some(Value::Null)) => Ok(Some(None)),
+            (Some(Value::String(d)), None) => expiry_of_date(&d).map(|t| Some(Some(t))),
+            (Some(other), None) => {
+                Err(self.error("expiration_date", format!("expected a YYYY-MM-DD date, got {}", kind_of(&other))))
+            }
+            (None, Some(v)) => super::api::when(v).map(Some).map_err(|e| self.error("expires_at", e)),
+            (None, None) => Ok(None),
         }
     }
 
@@ -175,7 +193,8 @@ pub struct Add {
 }
 
 /// Reads an add body: `messages` (a list, one message, or a text said by the user), the scope,
-/// mem0's `timestamp` and `metadata` for every message without its own, `infer`.
+/// mem0's `timestamp`, `metadata` and expiry ([`Fields::expiry`]) for every message without
+/// its own, `infer`.
 pub fn add(mut fields: Fields) -> Result<Add> {
     let messages = match fields.map.remove("messages") {
         None | Some(Value::Null) => return Err(fields.error("messages", "missing")),
@@ -199,12 +218,13 @@ pub fn add(mut fields: Fields) -> Result<Add> {
     };
     let infer = fields.take::<bool>("infer")?.unwrap_or(true);
     let metadata = fields.metadata()?;
+    let expires_at = fields.expiry()?.flatten();
     fields.finish()?;
     let messages = messages
         .into_iter()
         .map(|mut m: Message| {
             m.timestamp = m.timestamp.or(timestamp);
-            m.or_metadata(metadata.as_ref())
+            m.or_metadata(metadata.as_ref()).or_expiry(expires_at)
         })
         .collect();
     Ok(Add { scope, messages, infer })
@@ -249,8 +269,9 @@ pub fn list(mut body: Fields, mut query: Fields) -> Result<(Scope, Option<Filter
     Ok((scope, filters, page))
 }
 
-/// Reads an update body: `text`, `metadata` (replacing the memory's; `{}` removes it), or both;
-/// a time or an expiry is not a field Myelin reads.
+/// Reads an update body: `text`, `metadata` (replacing the memory's; `{}` removes it), the
+/// expiry ([`Fields::expiry`]; null clears it), or several; a time is not a field Myelin
+/// reads (a memory keeps the time it was said).
 pub fn update(mut fields: Fields) -> Result<Edit> {
     let text: Option<String> = fields.take("text")?;
     let metadata = match fields.map.get("metadata") {
@@ -260,15 +281,16 @@ pub fn update(mut fields: Fields) -> Result<Edit> {
         }
         _ => fields.metadata()?,
     };
+    let expires_at = fields.expiry()?;
     fields.finish()?;
-    if text.is_none() && metadata.is_none() {
+    if text.is_none() && metadata.is_none() && expires_at.is_none() {
         return Err(fields_missing());
     }
-    Ok(Edit { text, metadata })
+    Ok(Edit { text, metadata, expires_at })
 }
 
 fn fields_missing() -> Error {
-    Error::InvalidArgument("body: give `text`, `metadata` or both".into())
+    Error::InvalidArgument("body: give `text`, `metadata`, `expiration_date` (or `expires_at`), or several".into())
 }
 
 /// Reads a batch body, `{"memories": [{"memory_id", "text", "metadata"}, …]}`: (id, edit) in
@@ -391,9 +413,35 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+    use crate::serve::api::expiration_date_of;
 
     fn body(v: Value) -> Fields {
         Fields::body(v).unwrap()
+    }
+
+    #[test]
+    fn an_expiry_is_read_from_a_date_or_a_time_and_cleared_by_null() {
+        let t = |s: &str| DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc);
+        // mem0's date is the last day returned: the memory expires when the next day begins.
+        let a = add(body(json!({"messages": "x", "user_id": "u", "expiration_date": "2030-01-31"}))).unwrap();
+        assert_eq!(a.messages[0].expires_at, Some(t("2030-02-01T00:00:00Z")));
+        let a = add(body(json!({"messages": [{"role": "user", "content": "x", "expires_at": "2031-01-01T10:00:00Z"}],
+                                 "user_id": "u", "expiration_date": "2030-12-31"})))
+        .unwrap();
+        assert_eq!(a.messages[0].expires_at, Some(t("2031-01-01T10:00:00Z")), "a message's own expiry wins");
+        let a = add(body(json!({"messages": "x", "user_id": "u", "expires_at": 1_900_000_000}))).unwrap();
+        assert_eq!(a.messages[0].expires_at.unwrap().timestamp(), 1_900_000_000);
+        assert_eq!(update(body(json!({"expiration_date": null}))).unwrap().expires_at, Some(None));
+        assert_eq!(update(body(json!({"text": "y"}))).unwrap().expires_at, None, "absent: unchanged");
+        for (b, needle) in [
+            (json!({"expiration_date": "2030-02-30"}), "expiration_date '2030-02-30': not a YYYY-MM-DD date"),
+            (json!({"expiration_date": 20300131}), "expected a YYYY-MM-DD date, got a number"),
+            (json!({"expires_at": "tomorrow"}), "body field `expires_at`: time 'tomorrow'"),
+            (json!({"expiration_date": "2030-01-31", "expires_at": null}), "not both"),
+        ] {
+            let e = update(body(b.clone())).unwrap_err().to_string();
+            assert!(e.contains(needle), "{b}: {e}");
+        }
     }
 
     #[test]
@@ -509,6 +557,20 @@ mod tests {
     }
 
     proptest! {
+        /// A date becomes the start of the next day and reads back as itself; a time reads
+        /// back as the day it falls in, the next day when it is midnight.
+        #[test]
+        fn an_expiration_date_round_trips(days in 0i64..3_000_000, micros in 0i64..86_400_000_000) {
+            let day = chrono::NaiveDate::from_ymd_opt(1970, 1, 1).unwrap() + chrono::TimeDelta::days(days);
+            let date = day.format("%Y-%m-%d").to_string();
+            let at = expiry_of_date(&date).unwrap();
+            prop_assert_eq!(at, (day + chrono::TimeDelta::days(1)).and_hms_opt(0, 0, 0).unwrap().and_utc());
+            prop_assert_eq!(expiration_date_of(at), date.clone());
+            let within = day.and_hms_opt(0, 0, 0).unwrap().and_utc() + chrono::TimeDelta::microseconds(micros);
+            let last = if micros == 0 { (day - chrono::TimeDelta::days(1)).format("%Y-%m-%d").to_string() } else { date };
+            prop_assert_eq!(expiration_date_of(within), last);
+        }
+
         /// However the ids are spread over top-level fields, filters and nested ANDs, the scope
         /// is the same.
         #[test]

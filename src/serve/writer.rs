@@ -40,6 +40,8 @@ pub(super) enum Change {
     DeleteAll {
         key: String,
     },
+    /// Every memory expired by now, in every scope (the sweep's; an `EXPIRE` in the history).
+    Expire,
 }
 
 /// What a change did.
@@ -97,15 +99,35 @@ pub(super) struct Built {
     pub(super) builder: Option<GraphBuilder>,
     pub(super) stored: usize,
     pub(super) rewrite: bool,
+    /// Concept labels to store for the scope with their embeddings: every label its graph
+    /// takes when `rewrite` (its rows are written anew), else the ones the store lacks.
+    pub(super) labels: Vec<(String, Vec<f32>)>,
 }
 
 /// The writer: takes every write waiting (up to `serve.max_write_batch`) as one group and
 /// commits the group in one store transaction; writes that arrive meanwhile form the next
 /// group. Each scope keeps the graph builder of its committed episodes, so an add pushes only
-/// its new episodes; a deletion rebuilds the scope.
+/// its new episodes; a deletion rebuilds the scope. Every `serve.expiry_sweep_ms` (and when it
+/// starts) it deletes the memories that have expired, as a group of its own.
 pub(super) async fn write_loop(inner: Arc<Inner>, mut rx: mpsc::Receiver<WriteJob>, searcher: Searcher) {
     let mut builders: HashMap<String, GraphBuilder> = HashMap::new();
-    while let Some(first) = rx.recv().await {
+    let mut sweep = tokio::time::interval(std::time::Duration::from_millis(inner.config.serve.expiry_sweep_ms));
+    sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let first = tokio::select! {
+            job = rx.recv() => match job {
+                Some(job) => job,
+                None => break,
+            },
+            _ = sweep.tick() => {
+                if inner.expiring(Utc::now()).await.is_empty() {
+                    continue;
+                }
+                // Nobody waits for the sweep's answer.
+                let (reply, _) = oneshot::channel();
+                WriteJob { change: Change::Expire, reply }
+            }
+        };
         let mut jobs = vec![first];
         while jobs.len() < inner.config.serve.max_write_batch {
             match rx.try_recv() {
@@ -234,6 +256,7 @@ impl Inner {
                                 timestamp: Some(m.timestamp.unwrap_or(now)),
                                 embedding: vectors.next().map(<[f32]>::to_vec).unwrap_or_default(),
                                 metadata: m.metadata.clone(),
+                                expires_at: m.expires_at,
                             });
                         }
                         items.push(item(&scope, &p.episodes[from..]));
@@ -258,6 +281,9 @@ impl Inner {
                     if let Some(metadata) = edit.metadata {
                         first.metadata = Some(metadata).filter(|m| !m.is_empty());
                     }
+                    if let Some(expires_at) = edit.expires_at {
+                        first.expires_at = expires_at;
+                    }
                     let passages: Vec<Episode> = match (fresh, &edit.text) {
                         (Some((ranges, new_vectors)), Some(text)) => ranges
                             .into_iter()
@@ -270,10 +296,14 @@ impl Inner {
                                 ..first.clone()
                             })
                             .collect(),
-                        // The metadata alone: the same passages.
+                        // The metadata or the expiry alone: the same passages.
                         _ => episodes[at..at + n]
                             .iter()
-                            .map(|e| Episode { metadata: first.metadata.clone(), ..e.clone() })
+                            .map(|e| Episode {
+                                metadata: first.metadata.clone(),
+                                expires_at: first.expires_at,
+                                ..e.clone()
+                            })
                             .collect(),
                     };
                     let m = passages.len();
@@ -300,6 +330,20 @@ impl Inner {
                     p.rewrite = true;
                     group_ids.insert(id, None);
                     Done::Deleted(1)
+                }
+                Change::Expire => {
+                    let mut n = 0;
+                    for key in self.expiring(now).await {
+                        let episodes = self.pending(&mut touched, &key).await.whole();
+                        for e in episodes.iter().filter(|e| e.expired(now) && turn_of(&e.turn_id) == e.turn_id) {
+                            group_ids.insert(e.turn_id.clone(), None);
+                            events.push(HistoryEvent { event: "EXPIRE".into(), ..deletion(e) });
+                            n += 1;
+                        }
+                        episodes.retain(|e| !e.expired(now));
+                        self.pending(&mut touched, &key).await.rewrite = true;
+                    }
+                    Done::Deleted(n)
                 }
                 Change::DeleteAll { key } => {
                     let p = self.pending(&mut touched, &key).await;
@@ -401,6 +445,12 @@ impl Inner {
         }
     }
 
+    /// The scopes that hold a memory expired at `now`, as committed.
+    pub(super) async fn expiring(&self, now: chrono::DateTime<Utc>) -> Vec<String> {
+        let scopes = self.scopes.read().await;
+        scopes.iter().filter(|(_, m)| m.episodes().iter().any(|e| e.expired(now))).map(|(k, _)| k.clone()).collect()
+    }
+
     /// The pending state of scope `key` in this group, from its committed state.
     pub(super) async fn pending<'a>(&self, touched: &'a mut BTreeMap<String, Pending>, key: &str) -> &'a mut Pending {
         if !touched.contains_key(key) {
@@ -417,12 +467,15 @@ impl Inner {
     /// them ([`Memory::extend`]) unless it lost some.
     pub(super) fn build_scope(&self, key: String, mut p: Pending, builder: Option<GraphBuilder>) -> Result<Built> {
         let (stored, rewrite, base) = (p.stored, p.rewrite, p.base.clone());
-        let done = |memory, builder| Built { key: key.clone(), memory, base: base.clone(), builder, stored, rewrite };
-        if p.len() == 0 {
-            return Ok(done(None, None));
-        }
-        let mut embed = |labels: &[String]| self.embed_labels(labels);
-        if rewrite {
+        // Every label the graph asks for, to store those the store lacks.
+        let mut taken: Vec<String> = Vec::new();
+        let mut embed = |labels: &[String]| {
+            taken.extend_from_slice(labels);
+            self.embed_labels(labels)
+        };
+        let (memory, builder) = if p.len() == 0 {
+            (None, None)
+        } else if rewrite {
             let episodes = p.whole();
             for (i, e) in episodes.iter_mut().enumerate() {
                 e.position = i as u32;
@@ -430,27 +483,53 @@ impl Inner {
             let builder = self.fresh_builder(episodes, &[], &mut embed)?;
             let graph = builder.clone().finish(&mut embed)?;
             let memory = Memory::new(&key, std::mem::take(episodes), graph, self.config.retrieve.clone())?;
-            return Ok(done(Some(memory), Some(builder)));
+            (Some(memory), Some(builder))
+        } else {
+            let (memory, builder) = self.grow_scope(&key, &p, base.as_ref(), builder, &mut embed)?;
+            (Some(memory), Some(builder))
+        };
+        taken.sort();
+        taken.dedup();
+        if !rewrite {
+            let stored_labels = self.stored_labels.lock().map_err(|_| Error::Batch("label set poisoned".into()))?;
+            if let Some(known) = stored_labels.get(&key) {
+                taken.retain(|l| !known.contains(l));
+            }
         }
+        let vectors = if taken.is_empty() { Vec::new() } else { self.embed_labels(&taken)? };
+        let labels = taken.into_iter().zip(vectors.chunks_exact(EMBEDDING_DIM).map(<[f32]>::to_vec)).collect();
+        Ok(Built { key, memory, base, builder, stored, rewrite, labels })
+    }
+
+    /// A scope that only grew: its builder (a fresh one over the committed episodes when it
+    /// has none) takes the added episodes, and its memory grows by them.
+    fn grow_scope(
+        &self,
+        key: &str,
+        p: &Pending,
+        base: Option<&Arc<Memory>>,
+        builder: Option<GraphBuilder>,
+        embed: &mut LabelEmbedder<'_>,
+    ) -> Result<(Memory, GraphBuilder)> {
         let added = p.added();
         let mut builder = match builder {
             Some(b) => b,
             None => {
                 // The first write to a scope since the service opened: its builder takes the
                 // committed episodes first.
-                let committed = base.as_ref().map_or(&[][..], |m| m.episodes());
-                self.fresh_builder(committed, added, &mut embed)?
+                let committed = base.map_or(&[][..], |m| m.episodes());
+                self.fresh_builder(committed, added, embed)?
             }
         };
         for e in added {
-            builder.push_episode(&e.embedding_text(), e.timestamp, &mut embed)?;
+            builder.push_episode(&e.embedding_text(), e.timestamp, embed)?;
         }
-        let graph = builder.clone().finish(&mut embed)?;
-        let memory = match &base {
+        let graph = builder.clone().finish(embed)?;
+        let memory = match base {
             Some(m) => m.extend(added.to_vec(), graph)?,
-            None => Memory::new(&key, added.to_vec(), graph, self.config.retrieve.clone())?,
+            None => Memory::new(key, added.to_vec(), graph, self.config.retrieve.clone())?,
         };
-        Ok(done(Some(memory), Some(builder)))
+        Ok((memory, builder))
     }
 
     /// A fresh builder that has taken `episodes`, the labels they and `later` (the episodes
@@ -482,8 +561,14 @@ impl Inner {
         let keys: Vec<&str> = built.iter().map(|b| b.key.as_str()).collect();
         let rewritten: Vec<&str> = built.iter().filter(|b| b.rewrite).map(|b| b.key.as_str()).collect();
         let emptied: Vec<&str> = built.iter().filter(|b| b.memory.is_none()).map(|b| b.key.as_str()).collect();
-        txn.remove_conversations(&rewritten, &[Table::Episodes]).await?;
-        txn.remove_conversations(&emptied, &[Table::Nodes, Table::Edges]).await?;
+        txn.remove_conversations(&rewritten, &[Table::Episodes, Table::Labels]).await?;
+        txn.remove_conversations(&emptied, &[Table::Nodes, Table::Edges, Table::Labels]).await?;
+        let labels: Vec<(&str, &str, &[f32])> = built
+            .iter()
+            .filter(|b| b.memory.is_some())
+            .flat_map(|b| b.labels.iter().map(|(l, v)| (b.key.as_str(), l.as_str(), v.as_slice())))
+            .collect();
+        txn.append_labels(&labels).await?;
         txn.remove_conversations(&keys, &[Table::Conversations]).await?;
         let live: Vec<(&Built, &Memory)> = built.iter().filter_map(|b| b.memory.as_ref().map(|m| (b, m))).collect();
         let rows: Vec<&Episode> =
@@ -533,6 +618,16 @@ impl Inner {
             tracing::warn!("purging old versions of {}: {e}", self.root.display());
         }
         *self.store.write().await = store;
+        // Committed: a poisoned set only makes later writes store some labels twice.
+        if let Ok(mut stored_labels) = self.stored_labels.lock() {
+            for b in &built {
+                let known = stored_labels.entry(b.key.clone()).or_default();
+                if b.rewrite || b.memory.is_none() {
+                    known.clear();
+                }
+                known.extend(b.labels.iter().filter(|_| b.memory.is_some()).map(|(l, _)| l.clone()));
+            }
+        }
         Ok(built)
     }
 

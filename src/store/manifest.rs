@@ -62,6 +62,34 @@ pub(super) fn uri(root: &Path, table: Table) -> Result<String> {
         .ok_or_else(|| Error::InvalidArgument(format!("store path {} is not valid UTF-8", path.display())))
 }
 
+/// Replaces `root`'s manifest by `manifest` atomically: written beside it, synced, renamed
+/// over it, the directory synced. A commit (`commit`) passes the fault points around the
+/// rename that the kill tests stop at; a store's birth does not.
+pub(super) fn write_manifest(root: &Path, manifest: &StoreManifest, commit: bool) -> Result<()> {
+    let tmp = root.join(format!("{MANIFEST_FILE}.tmp"));
+    let target = root.join(MANIFEST_FILE);
+    let bytes = serde_json::to_vec_pretty(manifest)
+        .map_err(|e| Error::Store { path: root.to_path_buf(), message: format!("cannot encode manifest: {e}") })?;
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        f.write_all(&bytes).map_err(|e| Error::io(&tmp, e))?;
+        f.sync_all().map_err(|e| Error::io(&tmp, e))?;
+    }
+    if commit {
+        crate::fault::point("before manifest rename");
+    }
+    std::fs::rename(&tmp, &target).map_err(|e| Error::io(&target, e))?;
+    if commit {
+        crate::fault::point("after manifest rename");
+    }
+    if let Ok(dir) = std::fs::File::open(root) {
+        // Persist the rename itself; not every platform can fsync a directory.
+        let _ = dir.sync_all();
+    }
+    Ok(())
+}
+
 pub(super) fn read_manifest(root: &Path) -> Result<Option<StoreManifest>> {
     let path = root.join(MANIFEST_FILE);
     let bytes = match std::fs::read(&path) {

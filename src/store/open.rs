@@ -50,9 +50,18 @@ pub struct Episode {
     /// for every ingested turn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
+    /// When the memory expires ([`Episode::expired`]); `None`: never (every ingested turn).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<DateTime<Utc>>,
 }
 
 impl Episode {
+    /// Whether it has expired at `now`: from its `expires_at` on, it is never returned, and
+    /// the serving API's writer deletes it. The one rule every route applies.
+    pub fn expired(&self, now: DateTime<Utc>) -> bool {
+        self.expires_at.is_some_and(|t| t <= now)
+    }
+
     /// The turn's words and photo caption (see [`Turn::embedding_text`]).
     pub fn embedding_text(&self) -> String {
         crate::conversation::embedding_text(&self.text, self.image_caption.as_deref())
@@ -131,15 +140,15 @@ pub fn resolve_store_dir(explicit: Option<&Path>) -> PathBuf {
 }
 
 impl Store {
-    /// Opens the store at `root` as of its last committed write. A directory without
-    /// `myelin.json` (or a missing one) is an empty store; a non-empty directory that holds
-    /// anything but Myelin's files is refused, so that a typo cannot turn some other folder
-    /// into a store.
+    /// Opens the store at `root` as of its last committed write. A missing or empty directory
+    /// is an empty store; a directory without `myelin.json` that holds anything else is
+    /// refused ([`check_unborn`]): some other folder (a typo must not turn it into a store),
+    /// or a store that lost its manifest.
     pub async fn open(root: &Path) -> Result<Store> {
         let manifest = match read_manifest(root)? {
             Some(m) => m,
             None => {
-                check_foreign(root)?;
+                check_unborn(root)?;
                 StoreManifest::empty()
             }
         };
@@ -268,6 +277,10 @@ impl Store {
                 Some(_) => Some(str_col(&batch, METADATA)?),
                 None => None,
             };
+            let expires = match batch.column_by_name(EXPIRES_AT) {
+                Some(_) => Some(ts_col(&batch, EXPIRES_AT)?),
+                None => None,
+            };
             for r in 0..batch.num_rows() {
                 let embedding = emb.row(r).ok_or_else(|| self.schema_error("episodes.embedding (null)"))?;
                 let turn_id = str_col(&batch, "turn_id")?.value(r);
@@ -289,10 +302,28 @@ impl Store {
                     timestamp: (!ts.is_null(r)).then(|| DateTime::from_timestamp_micros(ts.value(r))).flatten(),
                     embedding: embedding.to_vec(),
                     metadata,
+                    expires_at: expires
+                        .filter(|t| !t.is_null(r))
+                        .and_then(|t| DateTime::from_timestamp_micros(t.value(r))),
                 });
             }
         }
         out.sort_by_key(|e| e.position);
+        Ok(out)
+    }
+
+    /// Every stored concept label with its embedding, as (conversation, label, embedding);
+    /// only serving scopes have them ([`Table::Labels`]).
+    pub async fn labels(&self) -> Result<Vec<(String, String, Vec<f32>)>> {
+        let mut out = Vec::new();
+        for batch in self.scan(Table::Labels, None).await? {
+            let emb = self.embedding_col(&batch, Table::Labels)?;
+            let (conversation, label) = (str_col(&batch, "conversation")?, str_col(&batch, "label")?);
+            for r in 0..batch.num_rows() {
+                let v = emb.row(r).ok_or_else(|| self.schema_error("labels.embedding (null)"))?;
+                out.push((conversation.value(r).to_string(), label.value(r).to_string(), v.to_vec()));
+            }
+        }
         Ok(out)
     }
 
@@ -473,11 +504,6 @@ impl Store {
     }
 }
 
-/// A store directory never committed to must not be some other folder (see [`Store::open`]).
-pub(super) fn check_foreign_if_unborn(root: &Path) -> Result<()> {
-    if root.join(MANIFEST_FILE).exists() { Ok(()) } else { check_foreign(root) }
-}
-
 /// A dataset that Lance cannot open at its pinned version: the error names the dataset.
 pub(super) fn unreadable(root: &Path, table: Table, e: lance::Error) -> Error {
     Error::Store { path: root.join(format!("{}.lance", table.name())), message: format!("cannot be opened: {e}") }
@@ -514,8 +540,17 @@ pub(super) fn check_files(root: &Path, table: Table, ds: &Dataset) -> Result<()>
     Ok(())
 }
 
-/// Refuses a non-empty directory that holds files other than a store's.
-pub(super) fn check_foreign(root: &Path) -> Result<()> {
+/// Refuses a directory without `myelin.json` that holds anything but the lock file or a
+/// half-written manifest (`myelin.json.tmp`): a foreign folder, or a store whose manifest is
+/// gone while its datasets remain. Such a store must not open as empty, since the first write
+/// to an empty store would replace every dataset in it. A store is born with its manifest
+/// ([`super::Writer::acquire`]), so datasets without one are damage, not a store never
+/// written; stores born before that rule that were killed during their first write hold
+/// datasets of no committed write, and the error says so too.
+pub(super) fn check_unborn(root: &Path) -> Result<()> {
+    if root.join(MANIFEST_FILE).exists() {
+        return Ok(());
+    }
     let entries = match std::fs::read_dir(root) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -525,15 +560,20 @@ pub(super) fn check_foreign(root: &Path) -> Result<()> {
         let entry = entry.map_err(|e| Error::io(root, e))?;
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        let ours = name == LOCK_FILE
-            || name.starts_with(MANIFEST_FILE)
-            || Table::STORED.iter().any(|t| name == format!("{}.lance", t.name()));
-        if !ours {
-            return Err(Error::Store {
-                path: root.to_path_buf(),
-                message: format!("not a Myelin store: it has no {MANIFEST_FILE} and holds '{name}'"),
-            });
+        if name == LOCK_FILE || name.starts_with(MANIFEST_FILE) {
+            continue;
         }
+        let message = if Table::STORED.iter().any(|t| name == format!("{}.lance", t.name())) {
+            format!(
+                "its manifest {MANIFEST_FILE} is missing while it holds '{name}': nothing says which version of \
+                 each dataset is committed, so the store is not opened (a write would replace its datasets). \
+                 Restore {MANIFEST_FILE} from a backup; if the store never finished its first write, remove \
+                 its *.lance directories to start afresh"
+            )
+        } else {
+            format!("not a Myelin store: it has no {MANIFEST_FILE} and holds '{name}'")
+        };
+        return Err(Error::Store { path: root.to_path_buf(), message });
     }
     Ok(())
 }

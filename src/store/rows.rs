@@ -30,6 +30,7 @@ pub(super) struct EpisodeRow<'a> {
     pub(super) timestamp: Option<DateTime<Utc>>,
     /// The metadata as JSON text.
     pub(super) metadata: Option<String>,
+    pub(super) expires_at: Option<DateTime<Utc>>,
 }
 
 impl<'a> EpisodeRow<'a> {
@@ -45,6 +46,7 @@ impl<'a> EpisodeRow<'a> {
             image_caption: turn.image_caption.as_deref(),
             timestamp: turn.timestamp,
             metadata: None,
+            expires_at: None,
         }
     }
 }
@@ -66,6 +68,10 @@ pub(super) fn episode_batch(rows: &[EpisodeRow], embeddings: Vec<f32>) -> Result
         ),
         Arc::new(emb),
         Arc::new(StringArray::from(rows.iter().map(|r| r.metadata.as_deref()).collect::<Vec<_>>())),
+        Arc::new(
+            TimestampMicrosecondArray::from(rows.iter().map(|r| micros(r.expires_at)).collect::<Vec<_>>())
+                .with_timezone("UTC"),
+        ),
     ];
     Ok(RecordBatch::try_new(Table::Episodes.schema(), columns)?)
 }

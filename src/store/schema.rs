@@ -24,14 +24,28 @@ pub enum Table {
     /// One row per change made through the serving API (append-only; outlives what it
     /// records).
     History,
+    /// One row per concept label a serving scope's graph takes, with the label's embedding:
+    /// what the writer's label cache is filled from when a service opens, so the first write
+    /// to a scope after a restart embeds no label again. A scope rewritten (a deletion, an
+    /// update, an expiry) has its rows written anew, so no label of a deleted memory's text
+    /// survives it.
+    Labels,
 }
 
 impl Table {
     /// Every table, in the order they are written.
-    pub const ALL: [Table; 5] = [Table::Episodes, Table::Questions, Table::Conversations, Table::Nodes, Table::Edges];
+    pub const ALL: [Table; 6] =
+        [Table::Episodes, Table::Questions, Table::Conversations, Table::Nodes, Table::Edges, Table::Labels];
     /// Every dataset a store may hold: the conversation tables and the history.
-    pub const STORED: [Table; 6] =
-        [Table::Episodes, Table::Questions, Table::Conversations, Table::Nodes, Table::Edges, Table::History];
+    pub const STORED: [Table; 7] = [
+        Table::Episodes,
+        Table::Questions,
+        Table::Conversations,
+        Table::Nodes,
+        Table::Edges,
+        Table::Labels,
+        Table::History,
+    ];
 
     /// Dataset name (directory `<name>.lance`).
     pub fn name(self) -> &'static str {
@@ -42,6 +56,7 @@ impl Table {
             Table::Nodes => "nodes",
             Table::Edges => "edges",
             Table::History => "history",
+            Table::Labels => "labels",
         }
     }
 
@@ -59,13 +74,16 @@ impl Table {
                 Field::new("speaker", DataType::Utf8, false),
                 Field::new("text", DataType::Utf8, false),
                 Field::new("image_caption", DataType::Utf8, true),
-                Field::new("timestamp", ts, true),
+                Field::new("timestamp", ts.clone(), true),
                 Field::new("embedding", embedding.clone(), false),
                 // What the serving API was asked to keep with a memory (mem0's `metadata`): a
                 // JSON object as text, on every passage of the memory; null for none (and for
                 // every ingested turn). Stores written before 2026-12 lack the column until
                 // their first write adds it (see `WriteTxn::append`).
                 Field::new(METADATA, DataType::Utf8, true),
+                // When the memory stops being returned (the serving API's `expires_at`, mem0's
+                // `expiration_date`), null for never; added to older stores like `metadata`.
+                Field::new(EXPIRES_AT, ts.clone(), true),
             ],
             Table::Questions => vec![
                 Field::new("conversation", DataType::Utf8, false),
@@ -116,9 +134,14 @@ impl Table {
             Table::History => vec![
                 Field::new("memory_id", DataType::Utf8, false),
                 Field::new("conversation", DataType::Utf8, false),
-                // "ADD", "UPDATE" or "DELETE".
+                // "ADD", "UPDATE", "DELETE" or "EXPIRE".
                 Field::new("event", DataType::Utf8, false),
                 Field::new("at", ts, false),
+            ],
+            Table::Labels => vec![
+                Field::new("conversation", DataType::Utf8, false),
+                Field::new("label", DataType::Utf8, false),
+                Field::new("embedding", embedding.clone(), false),
             ],
         };
         Arc::new(Schema::new(fields))
@@ -127,6 +150,8 @@ impl Table {
 
 /// The column of `episodes` that holds a memory's metadata.
 pub(super) const METADATA: &str = "metadata";
+/// The column of `episodes` that holds when a memory expires.
+pub(super) const EXPIRES_AT: &str = "expires_at";
 
 /// The type of `nodes.embedding`: a list of floats, null for an episode.
 pub(super) fn node_embedding() -> DataType {

@@ -5,7 +5,7 @@ use std::path::Path;
 use arrow_schema::{DataType, Schema};
 use chrono::DateTime;
 
-use super::manifest::LOCK_FILE;
+use super::manifest::{LOCK_FILE, MANIFEST_FILE};
 use super::open::*;
 use super::rows::*;
 use super::schema::*;
@@ -399,19 +399,27 @@ fn filter_quotes_are_escaped() {
 
 #[tokio::test]
 async fn metadata_round_trips_and_a_store_without_its_column_gains_it_on_its_next_write_only() {
-    // A store written before episodes had metadata: the same rows, without the column.
+    // A store written before episodes had metadata and an expiry: the same rows, without the
+    // two columns.
     let dir = tempfile::tempdir().unwrap();
     let c = conversation("conv-a", 3);
     let turns: Vec<&Turn> = c.turns().collect();
     let rows: Vec<EpisodeRow> = turns.iter().map(|t| EpisodeRow::of_turn("conv-a", 1, t)).collect();
     let full = episode_batch(&rows, vectors(3, 0)).unwrap();
-    let old = full.project(&(0..full.num_columns() - 1).collect::<Vec<_>>()).unwrap();
+    let old = full.project(&(0..full.num_columns() - 2).collect::<Vec<_>>()).unwrap();
     let writer = Writer::acquire(dir.path()).expect("lock");
     let mut txn = writer.begin().await.unwrap();
     txn.append(Table::Episodes, old).await.unwrap();
     txn.put_conversation(&c, "test").await.unwrap();
     let store = txn.commit().await.unwrap();
-    let has_column = |s: &Store| s.tables[&Table::Episodes].schema().field(METADATA).is_some();
+    // Both columns, or neither.
+    let has_column = |s: &Store| {
+        let schema = s.tables[&Table::Episodes].schema();
+        match [METADATA, EXPIRES_AT].map(|c| schema.field(c).is_some()) {
+            [a, b] if a == b => a,
+            found => panic!("metadata and expires_at columns: {found:?}"),
+        }
+    };
     assert!(!has_column(&store));
     let before = store.episodes("conv-a").await.unwrap();
     assert!(before.iter().all(|e| e.metadata.is_none()));
@@ -422,6 +430,7 @@ async fn metadata_round_trips_and_a_store_without_its_column_gains_it_on_its_nex
         e.turn_id = id.into();
         e.position = position;
         e.metadata = serde_json::json!({"topic": "food", "stars": 4, "tags": ["a"]}).as_object().cloned();
+        e.expires_at = DateTime::from_timestamp(4_102_444_800 + i64::from(position), 0);
         e
     };
     let mut txn = writer.begin().await.unwrap();
@@ -446,4 +455,37 @@ async fn metadata_round_trips_and_a_store_without_its_column_gains_it_on_its_nex
     // A store created now has the column from its first write.
     let new = tempfile::tempdir().unwrap();
     assert!(has_column(&write(new.path(), &c, 0).await));
+}
+
+#[tokio::test]
+async fn a_store_is_born_with_its_manifest_and_one_that_lost_it_is_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join(MANIFEST_FILE);
+    let writer = Writer::acquire(dir.path()).expect("lock");
+    assert!(manifest.exists(), "an empty directory becomes a store with its manifest");
+    assert_eq!(Store::open(dir.path()).await.unwrap().generation(), 0);
+    let c = conversation("conv-a", 3);
+    let turns: Vec<&Turn> = c.turns().collect();
+    let rows: Vec<EpisodeRow> = turns.iter().map(|t| EpisodeRow::of_turn("conv-a", 1, t)).collect();
+    let mut txn = writer.begin().await.unwrap();
+    txn.append(Table::Episodes, episode_batch(&rows, vectors(3, 0)).unwrap()).await.unwrap();
+    txn.put_conversation(&c, "test").await.unwrap();
+    txn.commit().await.unwrap();
+    drop(writer);
+    // The manifest is lost: neither a reader nor a writer takes the datasets for an empty store.
+    let kept = std::fs::read(&manifest).unwrap();
+    std::fs::remove_file(&manifest).unwrap();
+    let errors = [
+        Store::open(dir.path()).await.expect_err("reader").to_string(),
+        Writer::acquire(dir.path()).expect_err("writer").to_string(),
+    ];
+    for err in errors {
+        assert!(err.contains("manifest myelin.json is missing") && err.contains(".lance'"), "{err}");
+        assert!(err.contains(&dir.path().display().to_string()), "names the store: {err}");
+    }
+    assert!(!manifest.exists(), "a refused writer writes no manifest");
+    // Nothing was touched: with its manifest back the store reads as it was.
+    std::fs::write(&manifest, kept).unwrap();
+    let store = Store::open(dir.path()).await.unwrap();
+    assert_eq!((store.generation(), store.episodes("conv-a").await.unwrap().len()), (1, 3));
 }

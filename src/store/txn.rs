@@ -48,7 +48,7 @@ impl Writer {
     pub fn acquire(root: &Path) -> Result<Writer> {
         use std::io::{Read, Seek, Write};
         std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
-        check_foreign_if_unborn(root)?;
+        check_unborn(root)?;
         let lock_path = root.join(LOCK_FILE);
         let mut lock = std::fs::OpenOptions::new()
             .create(true)
@@ -81,6 +81,12 @@ impl Writer {
             .and_then(|()| lock.rewind())
             .and_then(|()| lock.write_all(name.as_bytes()))
             .map_err(|e| Error::io(&lock_path, e))?;
+        // A store is born with its manifest, before any dataset: from then on a directory
+        // with datasets and no manifest is damage (refused), never an empty store to write.
+        if read_manifest(root)?.is_none() {
+            check_unborn(root)?;
+            write_manifest(root, &StoreManifest::empty(), false)?;
+        }
         Ok(Writer { root: root.to_path_buf(), _lock: Arc::new(lock) })
     }
 
@@ -237,10 +243,29 @@ impl WriteTxn {
                 image_caption: e.image_caption.as_deref(),
                 timestamp: e.timestamp,
                 metadata: e.metadata.as_ref().map(|m| serde_json::Value::Object(m.clone()).to_string()),
+                expires_at: e.expires_at,
             })
             .collect();
         let embeddings = episodes.iter().flat_map(|e| e.embedding.iter().copied()).collect();
         self.append(Table::Episodes, episode_batch(&rows, embeddings)?).await
+    }
+
+    /// Appends concept labels with their embeddings: (conversation, label, `EMBEDDING_DIM`
+    /// values) each.
+    pub async fn append_labels(&mut self, rows: &[(&str, &str, &[f32])]) -> Result<()> {
+        if let Some((c, l, v)) = rows.iter().find(|r| r.2.len() != EMBEDDING_DIM) {
+            return Err(Error::InvalidArgument(format!(
+                "label '{l}' of {c}: {} embedding values, expected {EMBEDDING_DIM}",
+                v.len()
+            )));
+        }
+        let values = rows.iter().flat_map(|r| r.2.iter().copied()).collect();
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0))),
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.1))),
+            Arc::new(embedding_array(values, None)?),
+        ];
+        self.append(Table::Labels, RecordBatch::try_new(Table::Labels.schema(), columns)?).await
     }
 
     /// Records changes in the history.
@@ -525,23 +550,7 @@ impl WriteTxn {
         }
         manifest.generation += 1;
         manifest.updated_at = Utc::now();
-        let tmp = root.join(format!("{MANIFEST_FILE}.tmp"));
-        let target = root.join(MANIFEST_FILE);
-        let bytes = serde_json::to_vec_pretty(&manifest)
-            .map_err(|e| Error::Store { path: root.clone(), message: format!("cannot encode manifest: {e}") })?;
-        {
-            use std::io::Write;
-            let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
-            f.write_all(&bytes).map_err(|e| Error::io(&tmp, e))?;
-            f.sync_all().map_err(|e| Error::io(&tmp, e))?;
-        }
-        crate::fault::point("before manifest rename");
-        std::fs::rename(&tmp, &target).map_err(|e| Error::io(&target, e))?;
-        crate::fault::point("after manifest rename");
-        if let Ok(dir) = std::fs::File::open(&root) {
-            // Persist the rename itself; not every platform can fsync a directory.
-            let _ = dir.sync_all();
-        }
+        write_manifest(&root, &manifest, true)?;
         // Tables written in this transaction at their new versions; the others as they were.
         let mut tables = std::mem::take(&mut self.store.tables);
         tables.append(&mut self.fresh);

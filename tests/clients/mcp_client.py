@@ -76,6 +76,12 @@ async def session_checks(session, check):
     check("list_memories across scopes", len(listed["results"]) == 2, listed)
     d = structured(await session.call_tool("delete_memory", {"user_id": "m", "all": True}))
     check("delete the metadata scope", d == {"deleted": 1}, d)
+    e = structured(await session.call_tool("add_memory", {"user_id": "x", "expiration_date": "2999-12-31",
+                                                          "text": "My library card is valid for a decade."}))
+    check("add_memory with expiration_date", e["results"][0]["expiration_date"] == "2999-12-31"
+          and e["results"][0]["expires_at"].startswith("3000-01-01T00:00:00"), e)
+    d = structured(await session.call_tool("delete_memory", {"user_id": "x", "all": True}))
+    check("delete the expiry scope", d == {"deleted": 1}, d)
 
     # Concurrent calls: all answered, each its own.
     results = {}

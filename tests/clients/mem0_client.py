@@ -191,6 +191,25 @@ def main():
                  "categories")
     check("delete_all of the metadata user", client.delete_all(user_id=kim)["deleted"] == 2, kim)
 
+    # Expiry: 2.x clients send mem0's expiration_date (the last day, UTC) on add and update,
+    # and None to clear it.
+    if modern:
+        sam = f"sam-{version}"
+        e = client.add([{"role": "user", "content": "My gym membership runs through the summer."}],
+                       user_id=sam, expiration_date="2999-12-31")
+        gym = e["results"][0]
+        check("add with expiration_date", gym["expiration_date"] == "2999-12-31", gym)
+        check("get returns expiration_date", client.get(gym["id"])["expiration_date"] == "2999-12-31",
+              client.get(gym["id"]))
+        u = client.update(gym["id"], expiration_date=None)
+        check("update clears expiration_date", u["expiration_date"] is None and u["expires_at"] is None, u)
+        u = client.update(gym["id"], expiration_date="2998-01-01")
+        check("update sets expiration_date", u["expiration_date"] == "2998-01-01", u)
+        expect_error(check, "a past expiration_date is refused",
+                     lambda: client.add("My pass expired long ago.", user_id=sam, expiration_date="2001-01-01"),
+                     "has passed")
+        check("delete_all of the expiry user", client.delete_all(user_id=sam)["deleted"] == 1, sam)
+
     expect_error(check, "an unknown memory is not found", lambda: client.get("0" * 32), "no memory with id")
 
     # delete, batch_delete, delete_all, delete_users.

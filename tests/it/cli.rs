@@ -298,3 +298,49 @@ fn embed_text_speaker_embeds_the_name_is_recorded_and_the_other_form_is_refused(
         assert!(with > 0.9999 && without < 0.99, "{}: {with} with the name, {without} without", e.turn_id);
     }
 }
+
+#[test]
+fn check_reads_every_part_and_names_the_damage() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    let demo = root().join("datasets/demo.json");
+    ok(&store, &["ingest", demo.to_str().expect("utf-8")]);
+    let check = |store: &Path| {
+        let out = myelin(store, &["check", "--json"]);
+        let report: Value = serde_json::from_slice(&out.stdout).expect("check --json is JSON");
+        (out.status.success(), report, String::from_utf8_lossy(&out.stderr).to_string())
+    };
+    let (whole, report, _) = check(&store);
+    assert!(whole, "{report}");
+    let parts = report["parts"].as_array().expect("parts");
+    let names: Vec<&str> = parts.iter().map(|p| p["part"].as_str().expect("part")).collect();
+    assert_eq!(names, ["store", "conversation demo"]);
+    assert!(parts.iter().all(|p| p["ok"] == true), "{report}");
+    assert!(parts[1]["detail"].as_str().expect("detail").ends_with(" nodes"), "{report}");
+
+    // A data file cut short is named, and the exit status says so.
+    let data = store.join("episodes.lance").join("data");
+    let file = std::fs::read_dir(&data).expect("data").flatten().map(|e| e.path()).next().expect("a data file");
+    let bytes = std::fs::read(&file).expect("read");
+    std::fs::write(&file, &bytes[..bytes.len() - 16]).expect("truncate");
+    let (whole, report, stderr) = check(&store);
+    assert!(!whole);
+    let detail = report["parts"][0]["detail"].as_str().expect("detail");
+    let name = file.file_name().expect("name").to_string_lossy().to_string();
+    assert!(detail.contains(&name) && detail.contains("truncated or damaged"), "{report}");
+    assert!(stderr.contains("1 of 1 parts") && stderr.contains("To recover"), "{stderr}");
+    std::fs::write(&file, &bytes).expect("restore");
+
+    // A manifest gone: named, and nothing is written (the manifest back, it reads whole).
+    let manifest = store.join("myelin.json");
+    let kept = std::fs::read(&manifest).expect("manifest");
+    std::fs::remove_file(&manifest).expect("remove");
+    let (whole, report, _) = check(&store);
+    assert!(
+        !whole && report["parts"][0]["detail"].as_str().expect("detail").contains("myelin.json is missing"),
+        "{report}"
+    );
+    assert!(fails(&store, &["stats"]).contains("myelin.json is missing"));
+    std::fs::write(&manifest, kept).expect("restore");
+    assert!(check(&store).0);
+}

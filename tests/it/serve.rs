@@ -400,7 +400,8 @@ fn bad_requests_get_a_4xx_and_the_token_is_enforced() {
             "filters.OR[1].keywords: Myelin does not keep this field",
         ),
         ("PUT", "/v1/memories/0123/", json!({"text": "new"}).to_string().into_bytes(), 404, "no memory with id"),
-        ("PUT", "/v1/memories/0123/", json!({"text": "new", "expiration_date": null}).to_string().into_bytes(), 400, "`expiration_date`"),
+        ("PUT", "/v1/memories/0123/", json!({"text": "new", "expiration_date": null}).to_string().into_bytes(), 404, "no memory with id"),
+        ("PUT", "/v1/memories/0123/", json!({"expiration_date": "soon"}).to_string().into_bytes(), 400, "expiration_date 'soon': not a YYYY-MM-DD date"),
         ("PUT", "/v1/batch/", json!({"memories": [{"text": "x"}]}).to_string().into_bytes(), 400, "memories[0]: body field `memory_id`: missing"),
         // A method a route does not take: 405, in JSON like every error.
         ("PUT", "/v1/memories/search", Vec::new(), 405, "PUT is not allowed on /v1/memories/search"),
@@ -433,6 +434,8 @@ fn bad_requests_get_a_4xx_and_the_token_is_enforced() {
         ("GET", "/v1/memories/0123", Vec::new(), 404, "no memory with id"),
         ("DELETE", "/v1/memories/0123", Vec::new(), 404, "no memory with id"),
         ("GET", "/v1/memories?offset=minus", Vec::new(), 400, ""),
+        // A query string that is not UTF-8 is refused, never read with U+FFFD in its place.
+        ("GET", "/v1/memories?user_id=%FF", Vec::new(), 400, "the value of 'user_id' is not UTF-8 once percent-decoded"),
         ("GET", "/v2/nothing", Vec::new(), 404, "no such route"),
     ];
     for (method, path, body, expected, needle) in cases {
@@ -454,6 +457,15 @@ fn bad_requests_get_a_4xx_and_the_token_is_enforced() {
         c.read_to_string(&mut raw).expect("read");
         assert!(raw.starts_with("HTTP/1.1 415"), "{raw}");
         assert!(raw.contains("{\"detail\":\"") && raw.contains("Content-Type"), "{raw}");
+    }
+    // The scheme of the token is read in any case (RFC 9110); a wrong token still is not.
+    for (auth, expected) in [("bearer s3cret", "200"), ("TOKEN s3cret", "200"), ("bearer s3cre", "401")] {
+        let mut c = TcpStream::connect(&server.addr).expect("connect");
+        write!(c, "GET /v1/memories/{id} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: {auth}\r\n\r\n")
+            .expect("send");
+        let mut raw = String::new();
+        c.read_to_string(&mut raw).expect("read");
+        assert!(raw.starts_with(&format!("HTTP/1.1 {expected}")), "{auth}: {raw}");
     }
     // A batch answers each request on its own: a result, nothing for an empty scope, an error
     // in place of a bad request.
@@ -581,6 +593,16 @@ fn mcp_on_stdio_lists_its_tools_and_adds_searches_lists_deletes() {
     assert_eq!(gone["results"], json!([]), "{gone}");
     let bad = rpc("tools/call", json!({"name": "search_memory", "arguments": {"user_id": "u", "query": " "}}));
     assert_eq!(bad["result"]["isError"], true, "{bad}");
+    // An argument a tool does not take is named, never ignored.
+    for (name, arguments, needle) in [
+        ("add_memory", json!({"user_id": "u", "text": "x", "infer": true}), "add_memory: unknown argument 'infer'"),
+        ("list_memories", json!({"user_id": "u", "page": 2}), "list_memories: unknown argument 'page'"),
+        ("list_memories", json!(["u"]), "list_memories: arguments must be an object"),
+    ] {
+        let v = rpc("tools/call", json!({"name": name, "arguments": arguments}));
+        assert_eq!(v["result"]["isError"], true, "{v}");
+        assert!(v.to_string().contains(needle), "{v}");
+    }
     let unknown = rpc("resources/list", json!({}));
     assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
     drop(stdin);
@@ -746,7 +768,7 @@ fn metadata_is_kept_and_filters_select_inside_ranking_and_across_scopes() {
         assert_eq!(count, 40);
         // An update of the metadata alone keeps the text and the embedding's answers.
         let updated = service
-            .update(&added[0].id, Edit { metadata: json!({"topic": "work"}).as_object().cloned(), text: None })
+            .update(&added[0].id, Edit { metadata: json!({"topic": "work"}).as_object().cloned(), ..Edit::default() })
             .expect("update");
         assert_eq!(
             (updated.memory.as_str(), updated.metadata.clone()),
@@ -943,8 +965,7 @@ fn locomo_messages(n: usize) -> Option<(Vec<myelin::serve::Message>, Vec<String>
             role: t.speaker.clone(),
             content: t.embedding_text(),
             timestamp: t.timestamp,
-            name: None,
-            metadata: None,
+            ..Default::default()
         })
         .collect();
     Some((messages, c.questions.iter().map(|q| q.text.clone()).collect()))
@@ -1152,4 +1173,129 @@ fn a_speaker_embedded_store_embeds_the_messages_name_and_refuses_the_bare_form()
         Err(e) => e.to_string(),
     };
     assert!(err.contains("embedded as 'speaker'") && err.contains("say 'bare'"), "{err}");
+}
+
+#[test]
+fn an_expired_memory_is_never_returned_and_the_sweep_deletes_it_from_the_store() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    let server = Server::start(&store, &["--expiry-sweep-ms", "300"]);
+    let secret = "tangerine-permit-8841";
+    let expires = chrono::Utc::now() + chrono::TimeDelta::seconds(6);
+    let (status, v) = server.json(
+        "POST",
+        "/v1/memories",
+        json!({"user_id": "u", "messages": [{"role": "user", "content": format!("My parking permit code is {secret}.")}],
+               "expires_at": expires.to_rfc3339()}),
+    );
+    assert_eq!(status, 200, "{v}");
+    let permit = ids(&v)[0].clone();
+    assert_eq!(v["results"][0]["expiration_date"], expires.format("%Y-%m-%d").to_string(), "{v}");
+    let (status, v) = server.json(
+        "POST",
+        "/v1/memories",
+        json!({"user_id": "u", "messages": [{"role": "user", "content": "I live in Oslo with my cat Miso."}],
+               "expiration_date": "2999-12-31"}),
+    );
+    assert_eq!(status, 200, "{v}");
+    let oslo = ids(&v)[0].clone();
+    assert_eq!(v["results"][0]["expires_at"], "3000-01-01T00:00:00Z", "the date is inclusive: {v}");
+    // A cleared expiry: the memory never expires.
+    let (status, v) = server.json("PUT", &format!("/v1/memories/{oslo}/"), json!({"expiration_date": null}));
+    assert_eq!((status, &v["expiration_date"]), (200, &Value::Null), "{v}");
+    // An expiry in the past is refused at once, and so is a date that is not one.
+    for (body, needle) in [
+        (json!({"expiration_date": "2001-01-01"}), "has passed"),
+        (json!({"expiration_date": "31/01/2030"}), "not a YYYY-MM-DD date"),
+        (json!({"expiration_date": "2030-01-31", "expires_at": 5}), "not both"),
+    ] {
+        let mut body = body;
+        body["user_id"] = json!("u");
+        body["messages"] = json!("x");
+        let (status, v) = server.json("POST", "/v1/memories", body.clone());
+        assert_eq!(status, 400, "{body}: {v}");
+        assert!(v["detail"].as_str().unwrap().contains(needle), "{body}: {v}");
+    }
+    let search = |server: &Server| {
+        let (status, v) = server.json(
+            "POST",
+            "/v1/memories/search",
+            json!({"user_id": "u", "query": "What is my parking permit code?"}),
+        );
+        assert_eq!(status, 200, "{v}");
+        ids(&v)
+    };
+    assert!(search(&server).contains(&permit));
+    let (status, _) = server.call("GET", &format!("/v1/memories/{permit}"), None, None);
+    assert_eq!(status, 200);
+    // Once expired, no route returns it; the sweep deletes it (an EXPIRE in its history) and
+    // no store file keeps its text.
+    std::thread::sleep((expires - chrono::Utc::now()).to_std().unwrap_or_default());
+    assert!(!search(&server).contains(&permit));
+    let (status, v) = server.call("GET", &format!("/v1/memories/{permit}"), None, None);
+    assert_eq!(status, 404, "{v}");
+    let (status, v) = server.call("GET", "/v1/memories?user_id=u", None, None);
+    assert_eq!((status, ids(&v)), (200, vec![oslo.clone()]), "{v}");
+    let mut events = Vec::new();
+    for _ in 0..100 {
+        let (_, v) = server.call("GET", &format!("/v1/memories/{permit}/history"), None, None);
+        events = v
+            .as_array()
+            .map(|a| a.iter().map(|e| e["event"].as_str().unwrap_or("").to_string()).collect())
+            .unwrap_or_default();
+        if events.len() == 2 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(events, ["ADD", "EXPIRE"]);
+    assert_eq!(any_file_contains(&store, secret.as_bytes()), None, "the expired text is gone from the store");
+    // A restart does not bring it back.
+    drop(server);
+    let server = Server::start(&store, &[]);
+    assert!(!search(&server).contains(&permit));
+    let (status, v) = server.call("GET", "/v1/memories?user_id=u", None, None);
+    assert_eq!((status, ids(&v)), (200, vec![oslo]), "{v}");
+}
+
+/// The writer stores each scope's concept labels with their embeddings (what its label cache
+/// starts from after a restart), each label once, and writes them anew when a deletion
+/// rewrites the scope, so no label of a deleted text survives.
+#[test]
+fn a_scope_s_labels_are_stored_once_for_the_next_start_and_leave_with_a_deletion() {
+    use myelin::serve::{BlockingService, Message, Scope};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("store");
+    let alice = Scope::user("alice");
+    let labels = |root: &Path| -> Vec<(String, String)> {
+        let runtime = tokio::runtime::Runtime::new().expect("runtime");
+        let store = runtime.block_on(myelin::store::Store::open(root)).expect("store");
+        let rows = runtime.block_on(store.labels()).expect("labels");
+        assert!(rows.iter().all(|(_, _, v)| v.len() == 384), "every label has its embedding");
+        let mut rows: Vec<(String, String)> = rows.into_iter().map(|(c, l, _)| (c, l.to_lowercase())).collect();
+        rows.sort();
+        rows
+    };
+    let once = |rows: &[(String, String)]| rows.windows(2).all(|w| w[0] != w[1]);
+    let service = BlockingService::open(&root, myelin::config::Config::default()).expect("open");
+    let message = |text: &str| Message::new("user", text);
+    let first = service
+        .add(&alice, vec![message("My sister Zephyrine lives in Porto."), message("I keep bees on my roof.")])
+        .expect("add");
+    let stored = labels(&root);
+    assert!(stored.iter().any(|(_, l)| l.contains("zephyrine")) && once(&stored), "{stored:?}");
+    drop(service);
+    // After a restart the first write stores only what the store lacks.
+    let service = BlockingService::open(&root, myelin::config::Config::default()).expect("reopen");
+    let second = service.add(&alice, vec![message("Zephyrine visits us in Porto every May.")]).expect("add");
+    let grown = labels(&root);
+    assert!(once(&grown) && stored.iter().all(|l| grown.contains(l)), "{grown:?}");
+    for id in [&first[0].id, &second[0].id] {
+        service.delete(id).expect("delete");
+    }
+    let left = labels(&root);
+    assert!(!left.iter().any(|(_, l)| l.contains("zephyrine")), "{left:?}");
+    assert!(left.iter().any(|(_, l)| l.contains("bee")) && once(&left), "{left:?}");
+    drop(service);
+    assert_eq!(any_file_contains(&root, b"Zephyrine"), None);
 }

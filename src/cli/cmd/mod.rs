@@ -4,6 +4,7 @@
 //! logic the library's users would need.
 
 pub mod bench;
+pub mod check;
 pub mod demo;
 pub mod embed_bench;
 pub mod eval;

@@ -321,6 +321,9 @@ pub struct ServeFlags {
     /// With --read-only: how often to look for the writer's commits, ms [serve.reload_ms]
     #[arg(long)]
     pub reload_ms: Option<u64>,
+    /// How often the writer deletes expired memories, ms [serve.expiry_sweep_ms]
+    #[arg(long)]
+    pub expiry_sweep_ms: Option<u64>,
 }
 
 impl ServeFlags {
@@ -339,8 +342,10 @@ impl ServeFlags {
                 *target = v;
             }
         }
-        if let Some(v) = self.reload_ms {
-            s.reload_ms = v;
+        for (flag, target) in [(self.reload_ms, &mut s.reload_ms), (self.expiry_sweep_ms, &mut s.expiry_sweep_ms)] {
+            if let Some(v) = flag {
+                *target = v;
+            }
         }
         s.validate()?;
         Ok(())

@@ -1,10 +1,10 @@
-//! The output of `ingest`, `stats` and the notes of `prepare`.
+//! The output of `ingest`, `stats`, `check` and the notes of `prepare`.
 //!
 //! Must not compute what it shows (see [`super`]).
 
 use std::path::Path;
 
-use myelin::pipeline::IngestSummary;
+use myelin::pipeline::{IngestSummary, StoreCheck};
 use myelin::prepare::Step;
 use myelin::store::{ConversationSummary, StoreInfo};
 
@@ -82,6 +82,20 @@ pub fn stats(info: &StoreInfo, conversations: &[ConversationSummary], as_json: b
         info.lance_file_format.as_deref().unwrap_or("-"),
         info.size_bytes as f64 / (1024.0 * 1024.0),
     );
+    Ok(())
+}
+
+/// What `check` found: JSON, or a table of the parts.
+pub fn check(c: &StoreCheck, as_json: bool) -> anyhow::Result<()> {
+    if as_json {
+        return json(c);
+    }
+    let mut t = table();
+    t.set_header(vec!["part", "reads", "detail"]);
+    for p in &c.parts {
+        t.add_row(vec![p.part.clone(), if p.ok { "whole" } else { "DAMAGED" }.to_string(), p.detail.clone()]);
+    }
+    println!("{t}");
     Ok(())
 }
 
