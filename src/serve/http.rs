@@ -308,11 +308,19 @@ fn query_not_utf8(query: &str) -> Option<String> {
     })
 }
 
-async fn check_query(request: Request, next: Next) -> Response {
-    if let Some(message) = request.uri().query().and_then(query_not_utf8) {
-        return ApiError(StatusCode::BAD_REQUEST, message).into_response();
+/// Refuses a path or query string that is not UTF-8 once percent-decoded, in the JSON error
+/// shape (the path extractor would answer in plain text).
+async fn check_utf8(request: Request, next: Next) -> Response {
+    let path = request.uri().path();
+    let message = if percent_encoding::percent_decode_str(path).decode_utf8().is_err() {
+        Some(format!("path '{path}' is not UTF-8 once percent-decoded"))
+    } else {
+        request.uri().query().and_then(query_not_utf8)
+    };
+    match message {
+        Some(message) => ApiError(StatusCode::BAD_REQUEST, message).into_response(),
+        None => next.run(request).await,
     }
-    next.run(request).await
 }
 
 /// The routes over `service`; with a `token`, every request must carry
@@ -351,7 +359,7 @@ pub fn router(service: Service, token: Option<String>, body_limit: usize) -> Rou
         .fallback(fallback)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
-        .layer(middleware::from_fn(check_query))
+        .layer(middleware::from_fn(check_utf8))
         .layer(middleware::from_fn_with_state(token, check_token))
         .with_state(service)
 }

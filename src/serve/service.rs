@@ -28,7 +28,7 @@ enum Plan {
 }
 
 /// Per episode of `memory`, whether it is live at `now` (not expired, [`Episode::expired`]);
-/// `None` when every episode is.
+/// `None` when every episode is live.
 fn live(memory: &Memory, now: chrono::DateTime<chrono::Utc>) -> Option<Vec<bool>> {
     let episodes = memory.episodes();
     episodes.iter().any(|e| e.expired(now)).then(|| episodes.iter().map(|e| !e.expired(now)).collect())

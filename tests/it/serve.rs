@@ -436,6 +436,7 @@ fn bad_requests_get_a_4xx_and_the_token_is_enforced() {
         ("GET", "/v1/memories?offset=minus", Vec::new(), 400, ""),
         // A query string that is not UTF-8 is refused, never read with U+FFFD in its place.
         ("GET", "/v1/memories?user_id=%FF", Vec::new(), 400, "the value of 'user_id' is not UTF-8 once percent-decoded"),
+        ("GET", "/v1/memories/%FF", Vec::new(), 400, "path '/v1/memories/%FF' is not UTF-8 once percent-decoded"),
         ("GET", "/v2/nothing", Vec::new(), 404, "no such route"),
     ];
     for (method, path, body, expected, needle) in cases {
