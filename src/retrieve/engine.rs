@@ -53,21 +53,24 @@ pub struct BatchReport {
     pub gpu_us: f64,
 }
 
-fn upload(memories: &[&Memory], gpu: &Gpu) -> Result<Corpus> {
+fn upload(memories: &[Arc<Memory>], gpu: &Gpu) -> Result<Corpus> {
     let inputs: Vec<_> = memories.iter().map(|m| GpuBridge(m.cx()).input()).collect();
     Corpus::upload(gpu, &inputs)
 }
 
-/// The settings of an engine over `memories`: the first one's (the settings they were opened
-/// with), or the defaults for none.
-fn first_settings(memories: &[Arc<Memory>]) -> RetrieveConfig {
-    memories.first().map(|m| m.config().clone()).unwrap_or_default()
+/// The memories of a new engine and its settings: the first memory's (the settings they were
+/// opened with), or the defaults for none; every memory must be searchable under them.
+fn with_first_settings<M: Into<Arc<Memory>>>(memories: Vec<M>) -> Result<(Vec<Arc<Memory>>, RetrieveConfig)> {
+    let memories: Vec<Arc<Memory>> = memories.into_iter().map(Into::into).collect();
+    let settings = memories.first().map(|m| m.config().clone()).unwrap_or_default();
+    check(&memories, &settings)?;
+    Ok((memories, settings))
 }
 
 /// `memories` checked against `settings`: each must be searchable under them
 /// ([`Memory::with_settings`]).
-fn check(memories: &[Arc<Memory>], settings: &RetrieveConfig) -> Result<()> {
-    memories.iter().try_for_each(|m| m.with_settings(settings).map(|_| ()))
+fn check<'a>(memories: impl IntoIterator<Item = &'a Arc<Memory>>, settings: &RetrieveConfig) -> Result<()> {
+    memories.into_iter().try_for_each(|m| m.with_settings(settings).map(|_| ()))
 }
 
 /// What the GPU ranks for `query` on memory `memory`, whose lexical evidence is `lexical`.
@@ -165,13 +168,11 @@ impl Engine {
     /// engine on the CPU, saying why. Memory `i` is in slot `i`; the engine's settings are the
     /// first memory's, and every memory must agree with them on its index.
     pub fn new<M: Into<Arc<Memory>>>(memories: Vec<M>, config: &GpuConfig) -> Result<Engine> {
-        let memories: Vec<Arc<Memory>> = memories.into_iter().map(Into::into).collect();
-        let settings = first_settings(&memories);
-        check(&memories, &settings)?;
+        let (memories, settings) = with_first_settings(memories)?;
         let largest = memories.iter().map(|m| m.graph().node_count()).max().unwrap_or(0);
         let (gpu, choice) = choose(config, &settings, Some(largest))?;
         let Some(gpu) = gpu else { return Ok(Engine::with(memories, None, choice, settings)) };
-        match upload(&memories.iter().map(|m| &**m).collect::<Vec<_>>(), &gpu) {
+        match upload(&memories, &gpu) {
             Ok(corpus) => Ok(Engine::with(memories, Some((gpu, corpus)), choice, settings)),
             Err(e) if config.backend == Backend::Gpu => Err(e),
             Err(e) => {
@@ -184,10 +185,8 @@ impl Engine {
 
     /// On `gpu`, whatever the sizes, with the first memory's settings.
     pub fn on_gpu<M: Into<Arc<Memory>>>(memories: Vec<M>, gpu: Gpu, reason: String) -> Result<Engine> {
-        let memories: Vec<Arc<Memory>> = memories.into_iter().map(Into::into).collect();
-        let settings = first_settings(&memories);
-        check(&memories, &settings)?;
-        let corpus = upload(&memories.iter().map(|m| &**m).collect::<Vec<_>>(), &gpu)?;
+        let (memories, settings) = with_first_settings(memories)?;
+        let corpus = upload(&memories, &gpu)?;
         let choice = Choice { backend: Backend::Gpu, reason, adapter: Some(gpu.adapter().clone()) };
         Ok(Engine::with(memories, Some((gpu, corpus)), choice, settings))
     }
@@ -199,9 +198,7 @@ impl Engine {
 
     /// On the CPU, for the reason given, with the first memory's settings.
     pub fn on_cpu_because<M: Into<Arc<Memory>>>(memories: Vec<M>, reason: String) -> Result<Engine> {
-        let memories: Vec<Arc<Memory>> = memories.into_iter().map(Into::into).collect();
-        let settings = first_settings(&memories);
-        check(&memories, &settings)?;
+        let (memories, settings) = with_first_settings(memories)?;
         let choice = Choice { backend: Backend::Cpu, reason, adapter: None };
         Ok(Engine::with(memories, None, choice, settings))
     }
@@ -223,7 +220,7 @@ impl Engine {
     /// index is built with, or the error naming the setting that does not (the engine keeps
     /// its settings then).
     pub fn set_settings(&mut self, settings: RetrieveConfig) -> Result<()> {
-        check(&self.slots.iter().flatten().cloned().collect::<Vec<_>>(), &settings)?;
+        check(self.slots.iter().flatten(), &settings)?;
         self.settings = settings;
         Ok(())
     }
@@ -313,7 +310,7 @@ impl Engine {
             kept.extend(m);
         }
         self.free.clear();
-        let corpus = self.gpu.as_ref().map(|gpu| upload(&kept.iter().map(|m| &**m).collect::<Vec<_>>(), gpu));
+        let corpus = self.gpu.as_ref().map(|gpu| upload(&kept, gpu));
         self.slots = kept.into_iter().map(Some).collect();
         // A failed upload leaves no ranker: the engine answers on the CPU from then on.
         self.ranker = None;

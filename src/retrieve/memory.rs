@@ -350,7 +350,7 @@ fn first_name(speaker: &str) -> String {
 /// one that is not finite or not of length 1 (within 10⁻³) is damage, refused here: a vector of
 /// damaged bytes would otherwise score anything up to 10³⁵ and rank first.
 fn check_unit(conversation: &str, node: usize, v: &[f32]) -> Result<()> {
-    let norm2: f32 = v.iter().map(|x| x * x).sum();
+    let norm2 = crate::score::dot(v, v);
     if norm2.is_finite() && (norm2 - 1.0).abs() <= 1e-3 {
         return Ok(());
     }
