@@ -266,6 +266,13 @@ pub(super) fn unknown(id: &str) -> Error {
     Error::NotFound(format!("no memory with id '{}'", id.escape_debug()))
 }
 
+/// The error for memory `id`, whose first passage is `first`, when it has expired at `now`
+/// ([`Episode::expired`]): no route but its deletion and its history reads it any more.
+pub(super) fn expired(id: &str, first: &Episode, now: DateTime<Utc>) -> Option<Error> {
+    let at = first.expires_at.filter(|_| first.expired(now))?;
+    Some(Error::NotFound(format!("memory '{}' expired at {}", id.escape_debug(), at.to_rfc3339())))
+}
+
 /// A random 128-bit id in hex (as a UUID v4 would be, without the dashes).
 pub(super) fn new_id() -> String {
     use rand::RngExt;

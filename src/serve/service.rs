@@ -349,9 +349,8 @@ impl Service {
         let memory = self.inner.scopes.read().await.get(&key).cloned().ok_or_else(|| unknown(id))?;
         let scope = Scope::from_key(&key).unwrap_or_default();
         let at = memory.episodes().iter().position(|e| e.turn_id == id).ok_or_else(|| unknown(id))?;
-        let first = &memory.episodes()[at];
-        if let (true, Some(t)) = (first.expired(chrono::Utc::now()), first.expires_at) {
-            return Err(Error::NotFound(format!("memory '{}' expired at {}", id.escape_debug(), t.to_rfc3339())));
+        if let Some(e) = expired(id, &memory.episodes()[at], chrono::Utc::now()) {
+            return Err(e);
         }
         Ok(item(&scope, passages_at(memory.episodes(), at)))
     }

@@ -277,6 +277,10 @@ impl Inner {
                     };
                     let p = self.pending(&mut touched, &key).await;
                     let episodes = p.whole();
+                    if let Some(e) = expired(&id, &episodes[at], now) {
+                        let _ = job.reply.send(Err(e));
+                        continue;
+                    }
                     let mut first = episodes[at].clone();
                     if let Some(metadata) = edit.metadata {
                         first.metadata = Some(metadata).filter(|m| !m.is_empty());

@@ -1235,6 +1235,9 @@ fn an_expired_memory_is_never_returned_and_the_sweep_deletes_it_from_the_store()
     assert!(!search(&server).contains(&permit));
     let (status, v) = server.call("GET", &format!("/v1/memories/{permit}"), None, None);
     assert_eq!(status, 404, "{v}");
+    // Nor is it updated, not even to clear its expiry (expired, or already swept).
+    let (status, v) = server.json("PUT", &format!("/v1/memories/{permit}/"), json!({"expiration_date": null}));
+    assert_eq!(status, 404, "{v}");
     let (status, v) = server.call("GET", "/v1/memories?user_id=u", None, None);
     assert_eq!((status, ids(&v)), (200, vec![oslo.clone()]), "{v}");
     let mut events = Vec::new();
@@ -1299,4 +1302,27 @@ fn a_scope_s_labels_are_stored_once_for_the_next_start_and_leave_with_a_deletion
     assert!(left.iter().any(|(_, l)| l.contains("bee")) && once(&left), "{left:?}");
     drop(service);
     assert_eq!(any_file_contains(&root, b"Zephyrine"), None);
+}
+
+/// Between its expiry and the sweep, an expired memory is found by no read and no update; its
+/// deletion still goes through.
+#[test]
+fn an_expired_memory_awaiting_the_sweep_is_neither_read_nor_updated() {
+    use myelin::serve::{BlockingService, Edit, Message, Scope};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = myelin::config::Config::default();
+    config.serve.expiry_sweep_ms = 3_600_000;
+    let service = BlockingService::open(&dir.path().join("store"), config).expect("open");
+    let expires = chrono::DateTime::from_timestamp(chrono::Utc::now().timestamp() + 3, 0).expect("a time");
+    let message = Message { expires_at: Some(expires), ..Message::new("user", "My locker code is 4417.") };
+    let id = service.add(&Scope::user("u"), vec![message]).expect("add")[0].id.clone();
+    assert_eq!(service.get(&id).expect("get").expires_at, Some(expires));
+    std::thread::sleep((expires - chrono::Utc::now()).to_std().unwrap_or_default());
+    let expired = format!("memory '{id}' expired at {}", expires.to_rfc3339());
+    assert_eq!(service.get(&id).unwrap_err().to_string(), expired);
+    let cleared = Edit { expires_at: Some(None), ..Edit::default() };
+    assert_eq!(service.update(&id, cleared).unwrap_err().to_string(), expired);
+    service.delete(&id).expect("an expired memory is still deleted");
+    let events: Vec<String> = service.history(&id).expect("history").into_iter().map(|e| e.event).collect();
+    assert_eq!(events, ["ADD", "DELETE"]);
 }
