@@ -358,8 +358,13 @@ pub async fn check_store(root: &Path, config: &Config) -> StoreCheck {
     let summary = format!("generation {}, {} conversations", store.generation(), conversations.len());
     check.parts.push(part("store".into(), Ok(summary)));
     for c in conversations {
-        let memory = stored_memory(&store, &c.id, config).await;
-        let detail = memory.map(|m| format!("{} episodes, {} nodes", m.episodes().len(), m.graph().node_count()));
+        let detail = match stored_memory(&store, &c.id, config).await {
+            Ok(m) => store.builder_state(&c.id).await.map(|state| {
+                let kept = if state.is_some() { ", its builder kept" } else { "" };
+                format!("{} episodes, {} nodes{kept}", m.episodes().len(), m.graph().node_count())
+            }),
+            Err(e) => Err(e),
+        };
         check.parts.push(part(format!("conversation {}", c.id), detail));
     }
     check

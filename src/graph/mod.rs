@@ -14,6 +14,6 @@ mod model;
 pub mod pagerank;
 pub mod synthetic;
 
-pub use build::{GraphBuilder, build_graph, labels_of};
+pub use build::{BuilderState, GraphBuilder, build_graph, labels_of};
 pub use extract::{ConceptKind, ExtractConfig};
 pub use model::{AbstractionScope, Concept, Edge, EdgeKind, Graph, GraphConfig, NodeRef};

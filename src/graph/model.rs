@@ -110,6 +110,43 @@ impl Graph {
         self.pagerank = rank.iter().map(|p| if max > 0.0 { (p / max) as f32 } else { 0.0 }).collect();
     }
 
+    /// A CRC-32 of the graph as stored: its nodes, its concepts (key, label, kind, mentions,
+    /// the bits of their embeddings) and its edges; PageRank, derived from the edges, aside.
+    /// The store keeps it with the graph and checks it when it reads the graph back.
+    pub fn checksum(&self) -> u32 {
+        // Fixed-size fields go through one buffer: hashing them a few bytes a call is slow.
+        let mut bytes: Vec<u8> = Vec::with_capacity(8 + 5 * self.nodes.len() + 17 * self.edges.len());
+        bytes.extend_from_slice(&(self.nodes.len() as u64).to_le_bytes());
+        for node in &self.nodes {
+            let (tag, i) = match *node {
+                NodeRef::Episode(e) => (0u8, e),
+                NodeRef::Concept(c) => (1u8, c),
+            };
+            bytes.push(tag);
+            bytes.extend_from_slice(&i.to_le_bytes());
+        }
+        for e in &self.edges {
+            bytes.extend_from_slice(&e.src.to_le_bytes());
+            bytes.extend_from_slice(&e.dst.to_le_bytes());
+            bytes.push(e.kind as u8);
+            bytes.extend_from_slice(&e.weight.to_bits().to_le_bytes());
+            bytes.extend_from_slice(&e.hours.to_bits().to_le_bytes());
+        }
+        let mut h = crc32fast::Hasher::new();
+        h.update(&bytes);
+        for c in &self.concepts {
+            for text in [c.key.as_str(), c.label.as_str(), c.kind.as_str()] {
+                h.update(&(text.len() as u64).to_le_bytes());
+                h.update(text.as_bytes());
+            }
+            h.update(&c.mentions.to_le_bytes());
+            h.update(&(c.embedding.len() as u64).to_le_bytes());
+            let bits: Vec<u8> = c.embedding.iter().flat_map(|x| x.to_bits().to_le_bytes()).collect();
+            h.update(&bits);
+        }
+        h.finalize()
+    }
+
     /// How many first nodes this graph and `other` share (ids `0..n` are the same nodes in
     /// both): a later version of a growing graph keeps the earlier one's nodes, up to the
     /// concepts of the window it consolidated last.
@@ -265,6 +302,12 @@ impl Default for GraphConfig {
 }
 
 impl GraphConfig {
+    /// A checksum of the settings, so that state built under some can be told from state
+    /// built under others.
+    pub fn fingerprint(&self) -> u32 {
+        crc32fast::hash(serde_json::to_string(self).unwrap_or_default().as_bytes())
+    }
+
     /// Rejects settings construction cannot run with.
     pub fn validate(&self) -> crate::error::Result<()> {
         let bad = |what: &str| Err(crate::error::Error::InvalidArgument(format!("graph config: {what}")));

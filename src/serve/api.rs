@@ -220,6 +220,13 @@ pub struct Stats {
     pub rank_us: u64,
     /// Microseconds it spent cutting results to the context budget and building the answers.
     pub hand_over_us: u64,
+    /// Scopes whose graph builder a first write since the service opened read back from the
+    /// store (a restart costs a read).
+    pub builders_resumed: u64,
+    /// Scopes whose graph builder was built again from all their episodes: a deletion, an
+    /// update or an expiry (which rewrite a scope), or a first write that found no state it
+    /// could resume (a store written before 2026-12-06, other graph settings, damage).
+    pub builders_rebuilt: u64,
 }
 
 /// The memory whose passages are `passages` (its first passage first): their texts together.

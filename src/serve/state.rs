@@ -32,6 +32,8 @@ pub(super) struct Counters {
     pub(super) embed_us: AtomicU64,
     pub(super) rank_us: AtomicU64,
     pub(super) hand_over_us: AtomicU64,
+    pub(super) builders_resumed: AtomicU64,
+    pub(super) builders_rebuilt: AtomicU64,
 }
 
 impl Counters {
@@ -56,6 +58,8 @@ impl Counters {
             embed_us: get(&self.embed_us),
             rank_us: get(&self.rank_us),
             hand_over_us: get(&self.hand_over_us),
+            builders_resumed: get(&self.builders_resumed),
+            builders_rebuilt: get(&self.builders_rebuilt),
         }
     }
 }

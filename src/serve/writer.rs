@@ -17,7 +17,7 @@ use crate::conversation::{EmbedText, SourceFormat, passage_id, turn_of};
 use crate::embed::EMBEDDING_DIM;
 use crate::error::{Error, Result};
 use crate::graph::build::LabelEmbedder;
-use crate::graph::{GraphBuilder, labels_of};
+use crate::graph::{BuilderState, GraphBuilder, labels_of};
 use crate::retrieve::Memory;
 use crate::store::{ConversationSummary, Episode, HistoryEvent, Table};
 
@@ -90,6 +90,16 @@ impl Pending {
     }
 }
 
+/// Where a scope's builder comes from in a group.
+pub(super) enum Start {
+    /// The one the writer kept from the scope's last write.
+    Builder(Box<GraphBuilder>),
+    /// The state the store kept (the first write since the service opened).
+    Resume(BuilderState),
+    /// A new one over the scope's episodes.
+    Fresh,
+}
+
 /// A scope built after a group of writes: its new memory (`None`: now empty), its memory as
 /// committed before, the builder that made its graph, and the episodes to append to the store.
 pub(super) struct Built {
@@ -97,6 +107,8 @@ pub(super) struct Built {
     pub(super) memory: Option<Memory>,
     pub(super) base: Option<Arc<Memory>>,
     pub(super) builder: Option<GraphBuilder>,
+    /// What the builder holds beyond the graph, stored with it.
+    pub(super) state: Option<BuilderState>,
     pub(super) stored: usize,
     pub(super) rewrite: bool,
     /// Concept labels to store for the scope with their embeddings: every label its graph
@@ -366,22 +378,31 @@ impl Inner {
         if accepted.is_empty() {
             return;
         }
-        // A scope that lost episodes is rebuilt: its builder holds them.
-        let work: Vec<(String, Pending, Option<GraphBuilder>)> = touched
-            .into_iter()
-            .map(|(k, p)| {
-                let builder = builders.remove(&k).filter(|_| !p.rewrite);
-                (k, p, builder)
-            })
-            .collect();
+        // A scope that lost episodes is rebuilt: its builder holds them. A scope written first
+        // since the service opened resumes the builder the store kept for it.
+        let mut work: Vec<(String, Pending, Start)> = Vec::with_capacity(touched.len());
+        for (k, p) in touched {
+            let start = match builders.remove(&k) {
+                _ if p.rewrite => Start::Fresh,
+                Some(b) => Start::Builder(Box::new(b)),
+                None if p.base.is_some() => match self.store.read().await.builder_state(&k).await {
+                    Ok(Some(state)) => Start::Resume(state),
+                    Ok(None) => Start::Fresh,
+                    Err(e) => {
+                        tracing::warn!("scope '{k}': {e}; rebuilding its builder from its episodes");
+                        Start::Fresh
+                    }
+                },
+                None => Start::Fresh,
+            };
+            work.push((k, p, start));
+        }
         let inner = self.clone();
         let t_build = std::time::Instant::now();
         let built = match cpu(move || {
             use rayon::prelude::*;
             inner.background.install(|| {
-                work.into_par_iter()
-                    .map(|(key, p, builder)| inner.build_scope(key, p, builder))
-                    .collect::<Result<Vec<_>>>()
+                work.into_par_iter().map(|(key, p, start)| inner.build_scope(key, p, start)).collect::<Result<Vec<_>>>()
             })
         })
         .await
@@ -469,7 +490,7 @@ impl Inner {
     /// The memory of a scope after a group: its builder takes the new episodes (all of them,
     /// on a fresh builder, when the scope has none or lost episodes), and its memory grows by
     /// them ([`Memory::extend`]) unless it lost some.
-    pub(super) fn build_scope(&self, key: String, mut p: Pending, builder: Option<GraphBuilder>) -> Result<Built> {
+    pub(super) fn build_scope(&self, key: String, mut p: Pending, start: Start) -> Result<Built> {
         let (stored, rewrite, base) = (p.stored, p.rewrite, p.base.clone());
         // Every label the graph asks for, to store those the store lacks.
         let mut taken: Vec<String> = Vec::new();
@@ -477,20 +498,21 @@ impl Inner {
             taken.extend_from_slice(labels);
             self.embed_labels(labels)
         };
-        let (memory, builder) = if p.len() == 0 {
-            (None, None)
+        let (memory, builder, state) = if p.len() == 0 {
+            (None, None, None)
         } else if rewrite {
             let episodes = p.whole();
             for (i, e) in episodes.iter_mut().enumerate() {
                 e.position = i as u32;
             }
-            let builder = self.fresh_builder(episodes, &[], &mut embed)?;
-            let graph = builder.clone().finish(&mut embed)?;
+            let mut builder = self.fresh_builder(episodes, &[], &mut embed)?;
+            Counters::add(&self.counters.builders_rebuilt, 1);
+            let (graph, state) = builder.snapshot(&mut embed)?;
             let memory = Memory::new(&key, std::mem::take(episodes), graph, self.config.retrieve.clone())?;
-            (Some(memory), Some(builder))
+            (Some(memory), Some(builder), Some(state))
         } else {
-            let (memory, builder) = self.grow_scope(&key, &p, base.as_ref(), builder, &mut embed)?;
-            (Some(memory), Some(builder))
+            let (memory, builder, state) = self.grow_scope(&key, &p, base.as_ref(), start, &mut embed)?;
+            (Some(memory), Some(builder), Some(state))
         };
         taken.sort();
         taken.dedup();
@@ -502,38 +524,63 @@ impl Inner {
         }
         let vectors = if taken.is_empty() { Vec::new() } else { self.embed_labels(&taken)? };
         let labels = taken.into_iter().zip(vectors.chunks_exact(EMBEDDING_DIM).map(<[f32]>::to_vec)).collect();
-        Ok(Built { key, memory, base, builder, stored, rewrite, labels })
+        Ok(Built { key, memory, base, builder, state, stored, rewrite, labels })
     }
 
-    /// A scope that only grew: its builder (a fresh one over the committed episodes when it
-    /// has none) takes the added episodes, and its memory grows by them.
+    /// A scope that only grew: its builder (resumed from the state the store kept, or a fresh
+    /// one over the committed episodes, when the service has none) takes the added episodes,
+    /// and its memory grows by them.
     fn grow_scope(
         &self,
         key: &str,
         p: &Pending,
         base: Option<&Arc<Memory>>,
-        builder: Option<GraphBuilder>,
+        start: Start,
         embed: &mut LabelEmbedder<'_>,
-    ) -> Result<(Memory, GraphBuilder)> {
+    ) -> Result<(Memory, GraphBuilder, BuilderState)> {
         let added = p.added();
-        let mut builder = match builder {
+        let resumed = match (start, base) {
+            (Start::Builder(b), _) => Some(*b),
+            (Start::Resume(state), Some(m)) => {
+                let episode = |e: u32| m.episodes().get(e as usize).map(|e| (e.embedding_text(), e.timestamp));
+                match GraphBuilder::resume(self.config.graph.clone(), m.graph(), &state, &episode, embed) {
+                    Ok(b) => {
+                        Counters::add(&self.counters.builders_resumed, 1);
+                        Some(b)
+                    }
+                    Err(e) => {
+                        tracing::warn!("scope '{key}': {e}; rebuilding its builder from its episodes");
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
+        let mut builder = match resumed {
             Some(b) => b,
             None => {
-                // The first write to a scope since the service opened: its builder takes the
-                // committed episodes first.
+                // The committed episodes first.
                 let committed = base.map_or(&[][..], |m| m.episodes());
+                if !committed.is_empty() {
+                    Counters::add(&self.counters.builders_rebuilt, 1);
+                }
                 self.fresh_builder(committed, added, embed)?
             }
         };
+        let mut lap = Lap::start();
         for e in added {
             builder.push_episode(&e.embedding_text(), e.timestamp, embed)?;
         }
-        let graph = builder.clone().finish(embed)?;
+        lap.mark("push");
+        let (graph, state) = builder.snapshot(embed)?;
+        lap.mark("snapshot");
         let memory = match base {
             Some(m) => m.extend(added.to_vec(), graph)?,
             None => Memory::new(key, added.to_vec(), graph, self.config.retrieve.clone())?,
         };
-        Ok((memory, builder))
+        lap.mark("extend");
+        tracing::debug!(stages = %lap, "grow");
+        Ok((memory, builder, state))
     }
 
     /// A fresh builder that has taken `episodes`, the labels they and `later` (the episodes
@@ -560,24 +607,29 @@ impl Inner {
     /// compacted and its old versions purged.
     pub(super) async fn store_group(&self, built: Vec<Built>, events: &[HistoryEvent]) -> Result<Vec<Built>> {
         let writer = self.writer.as_ref().ok_or_else(|| Error::ReadOnly { path: self.root.clone() })?;
+        let mut lap = Lap::start();
         let mut txn = writer.begin().await?;
+        lap.mark("begin");
         txn.embed_as(self.config.embed.text)?;
         let keys: Vec<&str> = built.iter().map(|b| b.key.as_str()).collect();
         let rewritten: Vec<&str> = built.iter().filter(|b| b.rewrite).map(|b| b.key.as_str()).collect();
         let emptied: Vec<&str> = built.iter().filter(|b| b.memory.is_none()).map(|b| b.key.as_str()).collect();
         txn.remove_conversations(&rewritten, &[Table::Episodes, Table::Labels]).await?;
-        txn.remove_conversations(&emptied, &[Table::Nodes, Table::Edges, Table::Labels]).await?;
+        txn.remove_conversations(&emptied, &[Table::Nodes, Table::Edges, Table::Labels, Table::Graphs]).await?;
         let labels: Vec<(&str, &str, &[f32])> = built
             .iter()
             .filter(|b| b.memory.is_some())
             .flat_map(|b| b.labels.iter().map(|(l, v)| (b.key.as_str(), l.as_str(), v.as_slice())))
             .collect();
         txn.append_labels(&labels).await?;
+        lap.mark("labels");
         txn.remove_conversations(&keys, &[Table::Conversations]).await?;
+        lap.mark("summaries out");
         let live: Vec<(&Built, &Memory)> = built.iter().filter_map(|b| b.memory.as_ref().map(|m| (b, m))).collect();
         let rows: Vec<&Episode> =
             live.iter().flat_map(|(b, m)| m.episodes()[if b.rewrite { 0 } else { b.stored }..].iter()).collect();
         txn.append_episode_rows(&rows).await?;
+        lap.mark("episodes");
         let ids: Vec<Vec<&str>> =
             live.iter().map(|(_, m)| m.episodes().iter().map(|e| e.turn_id.as_str()).collect()).collect();
         // A scope that only grew rewrites the graph rows that changed; one written anew, or
@@ -592,6 +644,10 @@ impl Inner {
         }
         txn.update_graphs(&grown).await?;
         txn.put_graphs(&whole).await?;
+        let states: Vec<(&str, &BuilderState)> =
+            live.iter().filter_map(|(b, _)| b.state.as_ref().map(|s| (b.key.as_str(), s))).collect();
+        txn.put_builder_states(&states).await?;
+        lap.mark("graphs");
         let now = Utc::now();
         let summaries: Vec<ConversationSummary> = live
             .iter()
@@ -608,6 +664,7 @@ impl Inner {
             .collect();
         txn.append_summaries(&summaries).await?;
         txn.append_history(events).await?;
+        lap.mark("summaries, history");
         // A deletion must leave no trace on disk; other writes leave the scopes' replaced graph
         // rows behind, reclaimed every `compact_every` commits.
         let every = self.config.serve.compact_every as u64;
@@ -615,7 +672,10 @@ impl Inner {
         if purge {
             txn.compact().await?;
         }
+        lap.mark("compact");
         let store = txn.commit().await?;
+        lap.mark("commit");
+        tracing::debug!(stages = %lap, "store");
         // Committed: from here on the write is done whatever fails. A purge that fails leaves
         // old versions on disk for the next one; it must not report the write as failed.
         if purge && let Err(e) = store.purge_old_versions().await {
@@ -659,6 +719,33 @@ impl Inner {
             cache.insert(l.clone(), v);
         }
         Ok(out)
+    }
+}
+
+/// Milliseconds per stage of one piece of work, for the debug log.
+struct Lap {
+    at: std::time::Instant,
+    stages: Vec<(&'static str, f64)>,
+}
+
+impl Lap {
+    fn start() -> Lap {
+        Lap { at: std::time::Instant::now(), stages: Vec::new() }
+    }
+
+    fn mark(&mut self, stage: &'static str) {
+        let now = std::time::Instant::now();
+        self.stages.push((stage, (now - self.at).as_secs_f64() * 1e3));
+        self.at = now;
+    }
+}
+
+impl std::fmt::Display for Lap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, (stage, ms)) in self.stages.iter().enumerate() {
+            write!(f, "{}{stage} {ms:.1}", if i == 0 { "" } else { ", " })?;
+        }
+        Ok(())
     }
 }
 

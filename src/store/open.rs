@@ -2,7 +2,7 @@
 //! episodes, questions, graphs and summaries, and the checks that a store's files are whole.
 //! It must not write (that is [`WriteTxn`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use arrow_array::{Array, BooleanArray, FixedSizeListArray, Float32Array, ListArray, RecordBatch};
@@ -17,7 +17,7 @@ use super::schema::*;
 use crate::conversation::{EmbedText, Question};
 use crate::embed::EMBEDDING_DIM;
 use crate::error::{Error, Result};
-use crate::graph::{Concept, ConceptKind, Edge, EdgeKind, Graph, NodeRef};
+use crate::graph::{BuilderState, Concept, ConceptKind, Edge, EdgeKind, Graph, NodeRef};
 
 /// Environment variable naming the default store directory.
 pub const STORE_ENV: &str = "MYELIN_STORE";
@@ -351,17 +351,27 @@ impl Store {
     }
 
     /// The memory graph of one conversation, or `None` if none was built for it (a store
-    /// written before graphs existed). An unknown id is an error.
+    /// written before graphs existed). An unknown id is an error. Of the rows of a node, or of
+    /// a node's in-edges, those of the highest generation are read; the graph's row of
+    /// [`Table::Graphs`] gives its node count and its checksum, which the graph read must
+    /// match (a store written before 2026-12-06 has none: its graph is read unchecked).
     pub async fn graph(&self, conversation: &str) -> Result<Option<Graph>> {
         self.require_conversation(conversation).await?;
-        let mut rows: Vec<(u32, NodeRef, Option<Concept>, f32)> = Vec::new();
+        let meta = self.graph_metas(&[conversation]).await?.remove(conversation);
+        let count = meta.as_ref().map_or(u32::MAX, |m| m.nodes);
+        // Node id → (generation, what it is, its concept, its PageRank as written).
+        let mut rows: BTreeMap<u32, (u64, NodeRef, Option<Concept>, f32)> = BTreeMap::new();
         for batch in self.scan(Table::Nodes, Some(conversation)).await? {
             let emb = self.embedding_col(&batch, Table::Nodes)?;
             let (node, index, mentions) =
                 (u32_col(&batch, "node")?, u32_col(&batch, "index")?, u32_col(&batch, "mentions")?);
             let (kind, key, label) = (str_col(&batch, "kind")?, str_col(&batch, "key")?, str_col(&batch, "label")?);
             let pagerank: &Float32Array = col(&batch, "pagerank", "float")?;
-            for r in 0..batch.num_rows() {
+            for (r, &generation) in generations(&batch)?.iter().enumerate() {
+                let id = node.value(r);
+                if id >= count || rows.get(&id).is_some_and(|old| old.0 > generation) {
+                    continue;
+                }
                 let (node_ref, concept) = if kind.value(r) == "episode" {
                     (NodeRef::Episode(index.value(r)), None)
                 } else {
@@ -381,16 +391,25 @@ impl Store {
                     };
                     (NodeRef::Concept(index.value(r)), Some(concept))
                 };
-                rows.push((node.value(r), node_ref, concept, pagerank.value(r)));
+                rows.insert(id, (generation, node_ref, concept, pagerank.value(r)));
             }
         }
         if rows.is_empty() {
             return Ok(None);
         }
-        rows.sort_by_key(|r| r.0);
+        let damaged = |message: String| Error::Store {
+            path: self.root.clone(),
+            message: format!(
+                "graph of conversation '{conversation}' is damaged: {message} (`myelin check` names every \
+                 damaged part; ingesting a conversation again rebuilds its graph)"
+            ),
+        };
+        if let Some((i, _)) = rows.keys().enumerate().find(|(i, id)| **id != *i as u32) {
+            return Err(damaged(format!("node {i} is missing")));
+        }
         let mut graph = Graph::default();
         let mut concepts: Vec<(u32, Concept)> = Vec::new();
-        for (_, node_ref, concept, pagerank) in rows {
+        for (_, (_, node_ref, concept, pagerank)) in rows {
             if let (NodeRef::Concept(c), Some(concept)) = (node_ref, concept) {
                 concepts.push((c, concept));
             }
@@ -399,28 +418,71 @@ impl Store {
         }
         concepts.sort_by_key(|c| c.0);
         graph.concepts = concepts.into_iter().map(|c| c.1).collect();
+        // Node → the generation of its in-edges; then the edges of that generation.
+        let mut edges: Vec<(u64, Edge)> = Vec::new();
+        let mut latest: HashMap<u32, u64> = HashMap::new();
         for batch in self.scan(Table::Edges, Some(conversation)).await? {
             let (src, dst, kind) = (u32_col(&batch, "src")?, u32_col(&batch, "dst")?, str_col(&batch, "kind")?);
             let weight: &Float32Array = col(&batch, "weight", "float")?;
             let hours: &Float32Array = col(&batch, "hours", "float")?;
-            for r in 0..batch.num_rows() {
+            for (r, &generation) in generations(&batch)?.iter().enumerate() {
+                if dst.value(r) >= count {
+                    continue;
+                }
                 let kind = EdgeKind::parse(kind.value(r))
                     .ok_or_else(|| self.schema_error(&format!("edges.kind value '{}'", kind.value(r))))?;
-                graph.edges.push(Edge {
-                    src: src.value(r),
-                    dst: dst.value(r),
-                    kind,
-                    weight: weight.value(r),
-                    hours: hours.value(r),
-                });
+                let g = latest.entry(dst.value(r)).or_insert(generation);
+                *g = (*g).max(generation);
+                let edge =
+                    Edge { src: src.value(r), dst: dst.value(r), kind, weight: weight.value(r), hours: hours.value(r) };
+                edges.push((generation, edge));
             }
         }
+        graph.edges = edges.into_iter().filter(|(g, e)| latest.get(&e.dst) == Some(g)).map(|(_, e)| e).collect();
         graph.edges.sort_by_key(|e| (e.dst, e.src));
-        graph.validate().map_err(|e| Error::Store {
-            path: self.root.clone(),
-            message: format!("graph of conversation '{conversation}' is inconsistent: {e}"),
-        })?;
+        graph.validate().map_err(|e| damaged(format!("inconsistent: {e}")))?;
+        if let Some(meta) = meta {
+            if graph.node_count() != meta.nodes as usize {
+                return Err(damaged(format!("{} nodes stored of its {}", graph.node_count(), meta.nodes)));
+            }
+            let checksum = graph.checksum();
+            if checksum != meta.checksum {
+                return Err(damaged(format!(
+                    "its nodes and edges do not match their checksum ({checksum:08x} read, {:08x} written)",
+                    meta.checksum
+                )));
+            }
+        }
         Ok(Some(graph))
+    }
+
+    /// The state of the builder that made a conversation's graph, if the writer kept one (a
+    /// serving scope's), its checksum verified.
+    pub async fn builder_state(&self, conversation: &str) -> Result<Option<BuilderState>> {
+        let Some(meta) = self.graph_metas(&[conversation]).await?.remove(conversation) else { return Ok(None) };
+        let Some((bytes, checksum)) = meta.builder else { return Ok(None) };
+        let damaged = |what: String| Error::Store {
+            path: self.root.join(format!("{}.lance", Table::Graphs.name())),
+            message: format!("the builder state of conversation '{conversation}' {what}"),
+        };
+        if crc32fast::hash(&bytes) != checksum {
+            return Err(damaged("does not match its checksum".into()));
+        }
+        ciborium::from_reader(bytes.as_slice()).map(Some).map_err(|e| damaged(format!("cannot be read: {e}")))
+    }
+
+    /// The [`Table::Graphs`] rows of `conversations` (those that have one).
+    pub(super) async fn graph_metas(&self, conversations: &[&str]) -> Result<HashMap<String, GraphMeta>> {
+        if conversations.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let quoted: Vec<String> = conversations.iter().map(|c| quote(c)).collect();
+        let filter = format!("conversation IN ({})", quoted.join(", "));
+        let mut out = HashMap::new();
+        for batch in self.scan_where(Table::Graphs, Some(filter)).await? {
+            out.extend(graph_metas(&batch)?);
+        }
+        Ok(out)
     }
 
     async fn require_conversation(&self, conversation: &str) -> Result<()> {

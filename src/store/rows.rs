@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use arrow_array::builder::{Float32Builder, ListBuilder};
 use arrow_array::{
-    Array, ArrayRef, FixedSizeListArray, Float32Array, ListArray, RecordBatch, StringArray, TimestampMicrosecondArray,
-    UInt32Array,
+    Array, ArrayRef, BinaryArray, FixedSizeListArray, Float32Array, ListArray, RecordBatch, StringArray,
+    TimestampMicrosecondArray, UInt32Array, UInt64Array,
 };
 use arrow_schema::{DataType, Field};
 use chrono::{DateTime, Utc};
@@ -146,6 +146,11 @@ pub(super) struct GraphDiff {
     /// Nodes whose in-edges to write, ascending: the kept ones whose in-edges changed, then
     /// every node from `kept` on that has any.
     pub(super) edges_to: Vec<u32>,
+    /// Rows of the old version that the new rows replace (or that lie past the new nodes).
+    pub(super) superseded: u64,
+    /// Some node of the new version has no in-edges where rows of older ones may say it has:
+    /// appending cannot say so, the graph must be written whole.
+    pub(super) cleared: bool,
 }
 
 impl GraphDiff {
@@ -157,39 +162,90 @@ impl GraphDiff {
                 NodeRef::Episode(_) => false,
             })
             .collect();
+        let mut superseded = nodes.len() as u64 + (old.node_count() as u64).saturating_sub(kept as u64);
         nodes.extend(kept..new.node_count() as u32);
-        let edges_to = (0..new.node_count() as u32)
-            .filter(|&d| {
-                let fresh = new.in_edges(d);
-                if d < kept { old.in_edges(d) != fresh } else { !fresh.is_empty() }
-            })
-            .collect();
-        GraphDiff { kept, nodes, edges_to }
+        let mut cleared = false;
+        let mut edges_to = Vec::new();
+        for d in 0..new.node_count().max(old.node_count()) as u32 {
+            let (was, fresh) = (old.in_edges(d), new.in_edges(d));
+            if d >= kept || was != fresh {
+                superseded += was.len() as u64;
+            }
+            if (d as usize) < new.node_count() {
+                cleared |= fresh.is_empty() && (d >= kept || !was.is_empty());
+                if (d < kept && was != fresh) || (d >= kept && !fresh.is_empty()) {
+                    edges_to.push(d);
+                }
+            }
+        }
+        GraphDiff { kept, nodes, edges_to, superseded, cleared }
     }
 
-    /// Whether writing only what changed beats writing the graph whole: at most a quarter of
-    /// its nodes changed or have changed in-edges.
-    pub(super) fn small(&self, nodes: usize) -> bool {
-        4 * (self.nodes.len() + self.edges_to.len()) <= nodes
+    /// Whether appending only what changed beats writing the graph whole: at most a quarter of
+    /// its nodes changed or have changed in-edges, no node lost every in-edge, and the rows
+    /// other rows replaced (`stale` before this change) stay under a quarter of the live ones.
+    pub(super) fn small(&self, new: &Graph, stale: u64) -> bool {
+        let live = (new.node_count() + new.edges.len()) as u64;
+        4 * (self.nodes.len() + self.edges_to.len()) <= new.node_count()
+            && !self.cleared
+            && 4 * (stale + self.superseded) <= live
     }
+}
 
-    /// The rows of `table` this diff replaces in `conversation`: the changed kept nodes' and
-    /// everything from `kept` on (`None`: none).
-    pub(super) fn stale(&self, table: Table, conversation: &str, old_nodes: usize) -> Option<String> {
-        let (column, ids) = match table {
-            Table::Nodes => ("node", &self.nodes),
-            _ => ("dst", &self.edges_to),
-        };
-        let changed: Vec<String> = ids.iter().take_while(|&&i| i < self.kept).map(u32::to_string).collect();
-        let mut any = Vec::new();
-        if !changed.is_empty() {
-            any.push(format!("{column} IN ({})", changed.join(", ")));
+/// A graph's row of [`Table::Graphs`].
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct GraphMeta {
+    pub(super) nodes: u32,
+    pub(super) checksum: u32,
+    /// The builder's state as stored (CBOR) with its checksum.
+    pub(super) builder: Option<(Vec<u8>, u32)>,
+    pub(super) stale_rows: u64,
+}
+
+/// The [`Table::Graphs`] batch of `rows`: (conversation, generation, meta).
+pub(super) fn graph_meta_batch(rows: &[(&str, u64, &GraphMeta)]) -> Result<RecordBatch> {
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0))),
+        Arc::new(UInt64Array::from_iter_values(rows.iter().map(|r| r.1))),
+        Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.2.nodes))),
+        Arc::new(UInt32Array::from_iter_values(rows.iter().map(|r| r.2.checksum))),
+        Arc::new(BinaryArray::from_iter(rows.iter().map(|r| r.2.builder.as_ref().map(|b| b.0.as_slice())))),
+        Arc::new(UInt32Array::from_iter(rows.iter().map(|r| r.2.builder.as_ref().map(|b| b.1)))),
+        Arc::new(UInt64Array::from_iter_values(rows.iter().map(|r| r.2.stale_rows))),
+    ];
+    Ok(RecordBatch::try_new(Table::Graphs.schema(), columns)?)
+}
+
+/// The [`Table::Graphs`] rows of `batch`: (conversation, meta).
+pub(super) fn graph_metas(batch: &RecordBatch) -> Result<Vec<(String, GraphMeta)>> {
+    let conversation = str_col(batch, "conversation")?;
+    let (nodes, checksum) = (u32_col(batch, "nodes")?, u32_col(batch, "checksum")?);
+    let builder: &BinaryArray = col(batch, "builder", "binary")?;
+    let builder_checksum = u32_col(batch, "builder_checksum")?;
+    let stale: &UInt64Array = col(batch, "stale_rows", "uint64")?;
+    Ok((0..batch.num_rows())
+        .map(|r| {
+            let meta = GraphMeta {
+                nodes: nodes.value(r),
+                checksum: checksum.value(r),
+                builder: (!builder.is_null(r) && !builder_checksum.is_null(r))
+                    .then(|| (builder.value(r).to_vec(), builder_checksum.value(r))),
+                stale_rows: stale.value(r),
+            };
+            (conversation.value(r).to_string(), meta)
+        })
+        .collect())
+}
+
+/// The `generation` column of `batch` (0 for a row written before it existed, or a null).
+pub(super) fn generations(batch: &RecordBatch) -> Result<Vec<u64>> {
+    Ok(match batch.column_by_name(GENERATION) {
+        None => vec![0; batch.num_rows()],
+        Some(_) => {
+            let g: &UInt64Array = col(batch, GENERATION, "uint64")?;
+            (0..batch.num_rows()).map(|r| if g.is_null(r) { 0 } else { g.value(r) }).collect()
         }
-        if (self.kept as usize) < old_nodes {
-            any.push(format!("{column} >= {}", self.kept));
-        }
-        (!any.is_empty()).then(|| format!("({} AND ({}))", eq_filter("conversation", conversation), any.join(" OR ")))
-    }
+    })
 }
 
 /// `vectors` (one per row, `None` for a null row) as a list column: a null row holds no values.

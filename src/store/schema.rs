@@ -30,20 +30,36 @@ pub enum Table {
     /// update, an expiry) has its rows written anew, so no label of a deleted memory's text
     /// survives it.
     Labels,
+    /// One row per graph: how many nodes it has, the generation that wrote it, its checksum,
+    /// and the state of the serving API's builder that made it (see
+    /// [`crate::graph::BuilderState`]), with the state's checksum. A graph's rows in `nodes`
+    /// and `edges` are rewritten in place by appending (the highest `generation` of a node, or
+    /// of a node's in-edges, wins; nodes past `nodes` are gone), so this row says which are
+    /// live. Stores written before 2026-12-06 have none: their graphs are read as their rows
+    /// are, unchecked.
+    Graphs,
 }
 
 impl Table {
-    /// Every table, in the order they are written.
-    pub const ALL: [Table; 6] =
-        [Table::Episodes, Table::Questions, Table::Conversations, Table::Nodes, Table::Edges, Table::Labels];
-    /// Every dataset a store may hold: the conversation tables and the history.
-    pub const STORED: [Table; 7] = [
+    /// Every table of a conversation, in the order they are written.
+    pub const ALL: [Table; 7] = [
         Table::Episodes,
         Table::Questions,
         Table::Conversations,
         Table::Nodes,
         Table::Edges,
         Table::Labels,
+        Table::Graphs,
+    ];
+    /// Every dataset a store may hold: the conversation tables and the history.
+    pub const STORED: [Table; 8] = [
+        Table::Episodes,
+        Table::Questions,
+        Table::Conversations,
+        Table::Nodes,
+        Table::Edges,
+        Table::Labels,
+        Table::Graphs,
         Table::History,
     ];
 
@@ -57,6 +73,7 @@ impl Table {
             Table::Edges => "edges",
             Table::History => "history",
             Table::Labels => "labels",
+            Table::Graphs => "graphs",
         }
     }
 
@@ -122,6 +139,8 @@ impl Table {
                 // a fixed-size list here, 384 zeros per episode; they are read and appended to
                 // as they are (see `WriteTxn::put_graphs`).
                 Field::new("embedding", node_embedding(), true),
+                // The store generation whose write appended the row (null: before 2026-12-06).
+                Field::new(GENERATION, DataType::UInt64, true),
             ],
             Table::Edges => vec![
                 Field::new("conversation", DataType::Utf8, false),
@@ -130,6 +149,8 @@ impl Table {
                 Field::new("kind", DataType::Utf8, false),
                 Field::new("weight", DataType::Float32, false),
                 Field::new("hours", DataType::Float32, false),
+                // As in `nodes`: a node's in-edges of the highest generation are its in-edges.
+                Field::new(GENERATION, DataType::UInt64, true),
             ],
             Table::History => vec![
                 Field::new("memory_id", DataType::Utf8, false),
@@ -143,6 +164,19 @@ impl Table {
                 Field::new("label", DataType::Utf8, false),
                 Field::new("embedding", embedding.clone(), false),
             ],
+            Table::Graphs => vec![
+                Field::new("conversation", DataType::Utf8, false),
+                Field::new(GENERATION, DataType::UInt64, false),
+                Field::new("nodes", DataType::UInt32, false),
+                // `Graph::checksum` of the graph, PageRank aside (derived on load).
+                Field::new("checksum", DataType::UInt32, false),
+                // The builder's state, CBOR (null: none kept; the next write rebuilds it).
+                Field::new("builder", DataType::Binary, true),
+                Field::new("builder_checksum", DataType::UInt32, true),
+                // Rows of `nodes` and `edges` that later rows replaced and that are still on
+                // disk: past a quarter of the live rows the graph is written whole again.
+                Field::new("stale_rows", DataType::UInt64, false),
+            ],
         };
         Arc::new(Schema::new(fields))
     }
@@ -150,6 +184,8 @@ impl Table {
 
 /// The column of `episodes` that holds a memory's metadata.
 pub(super) const METADATA: &str = "metadata";
+/// The column of `nodes`, `edges` and `graphs` that holds the store generation of a row.
+pub(super) const GENERATION: &str = "generation";
 /// The column of `episodes` that holds when a memory expires.
 pub(super) const EXPIRES_AT: &str = "expires_at";
 

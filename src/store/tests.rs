@@ -100,7 +100,7 @@ async fn updating_a_growing_graph_stores_what_writing_it_whole_stores() {
     write(dir.path(), &c, 0).await;
     let ids: Vec<String> = c.turns().map(|t| t.id.clone()).collect();
     let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
-    let (mut partial, mut moved) = (0, 0);
+    let (mut partial, mut moved, mut most_stale) = (0, 0, 0);
     for (k, new) in graphs.iter().enumerate() {
         let turn_ids = &ids[..new.episode_count()];
         let mut txn = Writer::acquire(dir.path()).expect("lock").begin().await.unwrap();
@@ -110,7 +110,7 @@ async fn updating_a_growing_graph_stores_what_writing_it_whole_stores() {
             let old = &graphs[k - 1];
             let diff = GraphDiff::of(old, new);
             assert!(diff.kept as usize <= old.node_count() && diff.kept > 0, "write {k}: {diff:?}");
-            partial += diff.small(new.node_count()) as usize;
+            partial += diff.small(new, 0) as usize;
             moved += diff.nodes.iter().filter(|&&n| n < diff.kept).count();
             txn.update_graphs(&[("conv-u", old, new, turn_ids)]).await.unwrap();
         }
@@ -118,7 +118,16 @@ async fn updating_a_growing_graph_stores_what_writing_it_whole_stores() {
         let mut back = store.graph("conv-u").await.unwrap().expect("a graph");
         back.rank(crate::graph::GraphConfig::default().pagerank_damping);
         assert_eq!(&back, new, "write {k}");
+        // Rows are appended, never deleted, until the replaced ones pass a quarter of the live.
+        let mut rows = 0;
+        for table in [Table::Nodes, Table::Edges] {
+            rows += store.tables[&table].count_rows(None).await.unwrap();
+        }
+        let live = new.node_count() + new.edges.len();
+        assert!(4 * rows <= 5 * live, "write {k}: {rows} rows for {live} live ones");
+        most_stale = most_stale.max(rows - live);
     }
+    assert!(most_stale > 0, "no write left a replaced row: nothing was appended in place");
     assert!(partial * 2 >= graphs.len(), "{partial} of {} writes rewrote only what changed", graphs.len());
     assert!(moved > 0, "no stored concept row changed: the test does not reach that path");
     // A graph written whole and read back ranks as the builder did, to the bit.
@@ -130,6 +139,67 @@ async fn updating_a_growing_graph_stores_what_writing_it_whole_stores() {
     assert_eq!(&back, last);
     back.rank(crate::graph::GraphConfig::default().pagerank_damping);
     assert_eq!(&back, last);
+}
+
+#[tokio::test]
+async fn a_graph_whose_rows_do_not_match_its_checksum_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = conversation("conv-k", 3);
+    write(dir.path(), &c, 0).await;
+    let ids = ["D1:1", "D1:2", "D1:3"];
+    let graph = small_graph(3);
+    let mut txn = Writer::acquire(dir.path()).expect("lock").begin().await.unwrap();
+    txn.put_graph("conv-k", &graph, &ids).await.unwrap();
+    txn.commit().await.unwrap();
+    // A row that changes an edge behind the checksum's back (what damage to a data page does
+    // when the page still decodes).
+    let mut damaged = graph.clone();
+    damaged.edges[0].weight = 0.5;
+    let mut txn = Writer::acquire(dir.path()).expect("lock").begin().await.unwrap();
+    let edges = damaged.in_edges(damaged.edges[0].dst).iter().collect();
+    let rows = GraphRows { conversation: "conv-k", graph: &damaged, turn_ids: &ids, nodes: Vec::new(), edges };
+    txn.append_graph_rows(&[rows], None).await.unwrap();
+    let store = txn.commit().await.unwrap();
+    let e = store.graph("conv-k").await.unwrap_err().to_string();
+    assert!(e.contains("'conv-k'") && e.contains("do not match their checksum"), "{e}");
+}
+
+#[tokio::test]
+async fn a_builder_state_is_kept_with_its_graph_and_checked() {
+    let (texts, _) = crate::graph::build::growing_graphs(30);
+    let mut builder = crate::graph::GraphBuilder::new(crate::graph::GraphConfig::default()).unwrap();
+    let mut embed = |labels: &[String]| Ok(vec![0.1f32; labels.len() * EMBEDDING_DIM]);
+    for t in &texts[..23] {
+        builder.push_episode(t, None, &mut embed).unwrap();
+    }
+    let (graph, state) = builder.snapshot(&mut embed).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let c = conversation("conv-b", 23);
+    write(dir.path(), &c, 0).await;
+    let ids: Vec<String> = c.turns().map(|t| t.id.clone()).collect();
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let mut txn = Writer::acquire(dir.path()).expect("lock").begin().await.unwrap();
+    let alone = txn.put_builder_states(&[("conv-b", &state)]).await.unwrap_err().to_string();
+    assert!(alone.contains("without its graph"), "{alone}");
+    txn.put_graph("conv-b", &graph, &ids).await.unwrap();
+    txn.put_builder_states(&[("conv-b", &state)]).await.unwrap();
+    let store = txn.commit().await.unwrap();
+    assert_eq!(store.builder_state("conv-b").await.unwrap(), Some(state.clone()));
+    assert_eq!(Store::open(dir.path()).await.unwrap().builder_state("conv-b").await.unwrap(), Some(state));
+    // A state whose bytes do not match their checksum is refused, naming it.
+    let mut txn = Writer::acquire(dir.path()).expect("lock").begin().await.unwrap();
+    txn.put_graph("conv-b", &graph, &ids).await.unwrap();
+    let meta = txn.metas.get_mut("conv-b").unwrap();
+    meta.builder = Some((vec![1, 2, 3], 7));
+    let store = txn.commit().await.unwrap();
+    let e = store.builder_state("conv-b").await.unwrap_err().to_string();
+    assert!(e.contains("'conv-b'") && e.contains("does not match its checksum") && e.contains("graphs.lance"), "{e}");
+    // A graph written again without one keeps none.
+    let mut txn = Writer::acquire(dir.path()).expect("lock").begin().await.unwrap();
+    txn.put_graph("conv-b", &graph, &ids).await.unwrap();
+    let store = txn.commit().await.unwrap();
+    assert_eq!(store.builder_state("conv-b").await.unwrap(), None);
+    assert_eq!(store.graph("conv-b").await.unwrap().map(|g| g.checksum()), Some(graph.checksum()));
 }
 
 #[tokio::test]

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use arrow_array::builder::{ListBuilder, StringBuilder};
 use arrow_array::{
     Array, ArrayRef, BooleanArray, Float32Array, RecordBatch, RecordBatchIterator, StringArray,
-    TimestampMicrosecondArray, UInt32Array,
+    TimestampMicrosecondArray, UInt32Array, UInt64Array,
 };
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use chrono::Utc;
@@ -25,7 +25,7 @@ use super::schema::*;
 use crate::conversation::{Conversation, EmbedText, Turn};
 use crate::embed::EMBEDDING_DIM;
 use crate::error::{Error, Result};
-use crate::graph::{Edge, Graph, NodeRef};
+use crate::graph::{BuilderState, Edge, Graph, NodeRef};
 
 /// The right to write one store: an exclusive OS lock (`flock` on `.myelin.lock`) that a writing
 /// process (serve, mcp, ingest, a library `Service`) takes once and holds for as long as it may
@@ -99,7 +99,7 @@ impl Writer {
     /// readers before [`WriteTxn::commit`].
     pub async fn begin(&self) -> Result<WriteTxn> {
         let store = Store::open(&self.root).await?;
-        Ok(WriteTxn { store, _writer: self.clone(), fresh: BTreeMap::new() })
+        Ok(WriteTxn { store, _writer: self.clone(), fresh: BTreeMap::new(), metas: BTreeMap::new() })
     }
 }
 
@@ -111,6 +111,8 @@ pub struct WriteTxn {
     pub(super) _writer: Writer,
     /// Tables already brought to the pinned state (restored) in this transaction.
     pub(super) fresh: BTreeMap<Table, Dataset>,
+    /// The [`Table::Graphs`] row of every graph this transaction wrote, written at commit.
+    pub(super) metas: BTreeMap<String, GraphMeta>,
 }
 
 impl WriteTxn {
@@ -155,6 +157,9 @@ impl WriteTxn {
         }
         let quoted: Vec<String> = conversations.iter().map(|c| quote(c)).collect();
         let filter = format!("conversation IN ({})", quoted.join(", "));
+        if tables.contains(&Table::Graphs) {
+            self.metas.retain(|c, _| !conversations.contains(&c.as_str()));
+        }
         for &table in tables {
             if let Some(ds) = self.table(table).await? {
                 ds.delete(&filter).await?;
@@ -370,6 +375,15 @@ impl WriteTxn {
         }
         let names: Vec<&str> = graphs.iter().map(|g| g.0).collect();
         self.remove_conversations(&names, &[Table::Nodes, Table::Edges]).await?;
+        for &(conversation, graph, _) in graphs {
+            let meta = GraphMeta {
+                nodes: graph.node_count() as u32,
+                checksum: graph.checksum(),
+                builder: None,
+                stale_rows: 0,
+            };
+            self.metas.insert(conversation.to_string(), meta);
+        }
         let rows: Vec<GraphRows> = graphs
             .iter()
             .map(|&(conversation, graph, turn_ids)| GraphRows {
@@ -386,42 +400,65 @@ impl WriteTxn {
     /// Brings the stored graphs of conversations up to date after episodes were appended to
     /// them (the episodes they had keep their indices and turn ids): each entry is
     /// (conversation, the graph stored now, its new graph, the turn ids of all its episodes).
-    /// Only the rows that changed are rewritten (old rows deleted, new ones appended): every
-    /// node after the stretch both versions share (the serving API consolidates its open
-    /// window into concepts, so the last write's window is consolidated again with the new
-    /// episodes), the concepts before it whose mentions or embedding moved, and the in-edges of
-    /// every node whose in-edges changed. PageRank, which every edge moves, is not rewritten:
-    /// [`Graph::rank`] derives it from the edges on load, so a row's `pagerank` is its value
-    /// when the row was written. A graph that changed in more than a quarter of its rows is
-    /// written whole, as [`WriteTxn::put_graphs`] does.
+    /// Only the rows that changed are appended, nothing is deleted: every node after the
+    /// stretch both versions share (the serving API consolidates its open window into concepts,
+    /// so the last write's window is consolidated again with the new episodes), the concepts
+    /// before it whose mentions or embedding moved, and the in-edges of every node whose
+    /// in-edges changed; the rows' generation and the graph's [`Table::Graphs`] row say which
+    /// rows are live (see [`Store::graph`]). PageRank, which every edge moves, is not
+    /// rewritten: [`Graph::rank`] derives it from the edges on load, so a row's `pagerank` is
+    /// its value when the row was written. A graph that changed in more than a quarter of its
+    /// rows, or whose replaced rows would pass a quarter of its live ones, is written whole, as
+    /// [`WriteTxn::put_graphs`] does. The cost is that of the rows written, and of reading
+    /// the graphs' rows of [`Table::Graphs`].
     pub async fn update_graphs(&mut self, graphs: &[(&str, &Graph, &Graph, &[&str])]) -> Result<()> {
+        let names: Vec<&str> = graphs.iter().map(|g| g.0).collect();
+        let stored = self.store.graph_metas(&names).await?;
         let mut whole: Vec<(&str, &Graph, &[&str])> = Vec::new();
         let mut rows: Vec<GraphRows> = Vec::new();
-        let mut stale: Vec<(Table, String)> = Vec::new();
         for &(conversation, old, new, turn_ids) in graphs {
             new.check(conversation, turn_ids.len())?;
             let diff = GraphDiff::of(old, new);
-            if !diff.small(new.node_count()) {
+            // A graph stored without its row (before 2026-12-06) is written whole once.
+            let Some(before) = stored.get(conversation) else {
+                whole.push((conversation, new, turn_ids));
+                continue;
+            };
+            if !diff.small(new, before.stale_rows) {
                 whole.push((conversation, new, turn_ids));
                 continue;
             }
-            for table in [Table::Nodes, Table::Edges] {
-                stale.extend(diff.stale(table, conversation, old.node_count()).map(|f| (table, f)));
-            }
+            let meta = GraphMeta {
+                nodes: new.node_count() as u32,
+                checksum: new.checksum(),
+                builder: None,
+                stale_rows: before.stale_rows + diff.superseded,
+            };
+            self.metas.insert(conversation.to_string(), meta);
             let edges = diff.edges_to.iter().flat_map(|&d| new.in_edges(d)).collect();
             rows.push(GraphRows { conversation, graph: new, turn_ids, nodes: diff.nodes, edges });
         }
-        for table in [Table::Nodes, Table::Edges] {
-            let filters: Vec<&str> = stale.iter().filter(|(t, _)| *t == table).map(|(_, f)| f.as_str()).collect();
-            if !filters.is_empty()
-                && let Some(ds) = self.table(table).await?
-            {
-                ds.delete(&filters.join(" OR ")).await?;
-                crate::fault::point("delete");
-            }
-        }
         self.append_graph_rows(&rows, None).await?;
         self.put_graphs_laid_out(&whole, None).await
+    }
+
+    /// Keeps the state of the builder that made each graph (`(conversation, state)`), with the
+    /// graph this transaction wrote for it ([`WriteTxn::put_graphs`] or
+    /// [`WriteTxn::update_graphs`], called first); a graph written without one keeps none.
+    pub async fn put_builder_states(&mut self, states: &[(&str, &BuilderState)]) -> Result<()> {
+        for &(conversation, state) in states {
+            let mut bytes = Vec::new();
+            ciborium::into_writer(state, &mut bytes)
+                .map_err(|e| Error::InvalidArgument(format!("builder state of '{conversation}': {e}")))?;
+            let meta = self.metas.get_mut(conversation).ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "builder state of '{conversation}' without its graph in the same transaction"
+                ))
+            })?;
+            let checksum = crc32fast::hash(&bytes);
+            meta.builder = Some((bytes, checksum));
+        }
+        Ok(())
     }
 
     /// Appends the chosen node and edge rows of graphs, `nodes.embedding` laid out as
@@ -430,6 +467,7 @@ impl WriteTxn {
         if graphs.iter().all(|g| g.nodes.is_empty() && g.edges.is_empty()) {
             return Ok(());
         }
+        let generation = self.generation();
         let n: usize = graphs.iter().map(|g| g.nodes.len()).sum();
         let (mut conv, mut id) = (Vec::with_capacity(n), Vec::with_capacity(n));
         let mut kind = Vec::with_capacity(n);
@@ -498,6 +536,7 @@ impl WriteTxn {
             Arc::new(UInt32Array::from(mentions)),
             Arc::new(Float32Array::from(pagerank)),
             emb,
+            Arc::new(UInt64Array::from(vec![generation; n])),
         ];
         self.append(Table::Nodes, RecordBatch::try_new(schema, columns)?).await?;
         // Arrow's string builders need iterators of known length.
@@ -510,6 +549,7 @@ impl WriteTxn {
             Arc::new(StringArray::from_iter_values(edges.iter().map(|(_, e)| e.kind.as_str()))),
             Arc::new(Float32Array::from_iter_values(edges.iter().map(|(_, e)| e.weight))),
             Arc::new(Float32Array::from_iter_values(edges.iter().map(|(_, e)| e.hours))),
+            Arc::new(UInt64Array::from(vec![generation; edges.len()])),
         ];
         self.append(Table::Edges, RecordBatch::try_new(Table::Edges.schema(), columns)?).await
     }
@@ -540,9 +580,22 @@ impl WriteTxn {
         Ok(())
     }
 
+    /// The generation this transaction's commit gives the store.
+    pub(super) fn generation(&self) -> u64 {
+        self.store.manifest.generation + 1
+    }
+
     /// Makes every change visible at once by replacing `myelin.json` atomically, and returns
     /// the store as committed.
     pub async fn commit(mut self) -> Result<Store> {
+        let metas = std::mem::take(&mut self.metas);
+        if !metas.is_empty() {
+            let names: Vec<&str> = metas.keys().map(String::as_str).collect();
+            self.remove_conversations(&names, &[Table::Graphs]).await?;
+            let generation = self.generation();
+            let rows: Vec<(&str, u64, &GraphMeta)> = metas.iter().map(|(c, m)| (c.as_str(), generation, m)).collect();
+            self.append(Table::Graphs, graph_meta_batch(&rows)?).await?;
+        }
         let root = self.store.root.clone();
         let mut manifest = self.store.manifest.clone();
         for (table, ds) in &self.fresh {

@@ -915,16 +915,20 @@ fn a_scope_grown_write_by_write_answers_the_same_after_a_restart() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = dir.path().join("store");
     let scope = Scope::user("grown");
-    let service = BlockingService::open(&store, myelin::config::Config::default()).expect("open");
-    let mut rest = &messages[..];
-    for size in [1, 2, 3, 7].into_iter().cycle() {
-        if rest.is_empty() {
-            break;
+    // Writes of 1, 2, 3, then 7 messages, over and over.
+    let grow = |service: &BlockingService| {
+        let mut rest = &messages[..];
+        for size in [1, 2, 3, 7].into_iter().cycle() {
+            if rest.is_empty() {
+                break;
+            }
+            let (write, later) = rest.split_at(size.min(rest.len()));
+            service.add(&scope, write.to_vec()).expect("add");
+            rest = later;
         }
-        let (write, later) = rest.split_at(size.min(rest.len()));
-        service.add(&scope, write.to_vec()).expect("add");
-        rest = later;
-    }
+    };
+    let service = BlockingService::open(&store, myelin::config::Config::default()).expect("open");
+    grow(&service);
     let ask = |service: &BlockingService| -> Vec<serde_json::Value> {
         questions
             .iter()
@@ -945,13 +949,31 @@ fn a_scope_grown_write_by_write_answers_the_same_after_a_restart() {
     drop(service);
     let service = BlockingService::open(&store, myelin::config::Config::default()).expect("reopen");
     assert_eq!(ask(&service), before, "the same answers, scores to the bit, after a restart");
-    // The first write after a restart rebuilds the scope's builder, then grows it the same way.
+    // The first write after a restart reads the scope's builder back from the store (no
+    // rebuild), then grows it as a service that never stopped does.
     let (last, _) = messages.split_at(1);
     service.add(&scope, last.to_vec()).expect("add after the restart");
+    let stats = service.service().stats();
+    assert_eq!((stats.builders_resumed, stats.builders_rebuilt), (1, 0));
     let after = ask(&service);
     drop(service);
     let service = BlockingService::open(&store, myelin::config::Config::default()).expect("reopen");
     assert_eq!(ask(&service), after, "and again after a second restart");
+    let unbroken = dir.path().join("unbroken");
+    let never_stopped = BlockingService::open(&unbroken, myelin::config::Config::default()).expect("open");
+    grow(&never_stopped);
+    never_stopped.add(&scope, last.to_vec()).expect("add");
+    // Memory ids are drawn at random: what the two found, and how they scored it, must agree.
+    let found = |answers: Vec<serde_json::Value>| -> Vec<Vec<(String, String)>> {
+        answers
+            .iter()
+            .map(|r| {
+                let results = r["results"].as_array().expect("results");
+                results.iter().map(|m| (m["memory"].to_string(), m["score"].to_string())).collect()
+            })
+            .collect()
+    };
+    assert_eq!(found(ask(&never_stopped)), found(after), "a resumed builder grows as one that never stopped");
 }
 
 fn locomo_messages(n: usize) -> Option<(Vec<myelin::serve::Message>, Vec<String>)> {
