@@ -44,6 +44,30 @@ pub fn hybrid(lambdas: [f32; 3], similarity: f32, activation: f32, pagerank: f32
     lambdas[0] * similarity + lambdas[1] * activation + lambdas[2] * pagerank
 }
 
+/// How the recency prior falls with an episode's age.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[serde(rename_all = "kebab-case")]
+pub enum RecencyForm {
+    /// `2^(−age / half-life)`: the Synapse paper's S_decay(t), smooth.
+    HalfLife,
+    /// Mnemosyne's freshness tiers: 1 under 30 days, 0.5 under 180, 0.25 after.
+    Tiers,
+}
+
+/// The recency prior `S_recency` of an episode `age_days` before the memory's latest, in
+/// [0, 1] (1 for the latest): the term the final score adds, weighted (Synapse's
+/// `S_final = S + λ·S_decay(t)`).
+pub fn recency(form: RecencyForm, age_days: f32, half_life_days: f32) -> f32 {
+    let age = age_days.max(0.0);
+    match form {
+        RecencyForm::HalfLife => (-age / half_life_days).exp2(),
+        RecencyForm::Tiers if age < 30.0 => 1.0,
+        RecencyForm::Tiers if age < 180.0 => 0.5,
+        RecencyForm::Tiers => 0.25,
+    }
+}
+
 /// The score with the learned signal of `synapse-gnn`: `score + weight · relevance` (λ4 is
 /// the weight).
 pub fn combined(score: f32, relevance: f32, weight: f32) -> f32 {

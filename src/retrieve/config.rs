@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::gnn::Shipped;
 use crate::gpu::layout::MAX_LIST;
 use crate::gpu::request::RankSettings;
+use crate::score::RecencyForm;
 
 /// Which gate decides whether a result is rejected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -115,6 +116,31 @@ pub struct RetrieveConfig {
     pub gnn: GnnConfig,
     /// The dense index of large memories (CPU retrieval in the synapse modes).
     pub index: IndexConfig,
+    /// The recency prior of the final score.
+    pub recency: RecencyConfig,
+}
+
+/// The recency prior: every returned episode's final score gains `weight · S_recency(age)`,
+/// its age taken before the memory's latest episode (the memory's "now"), and the result is
+/// ordered again (Synapse's `S_final = S + λ·S_decay(t)`, after the learned rerank, so on the
+/// CPU and the GPU alike).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RecencyConfig {
+    /// Weight λ of the prior (default 0: off; what each weight measured on LoCoMo and BEAM
+    /// is in docs/results.md).
+    pub weight: f32,
+    /// How the prior falls with age: `half-life` (default) or `tiers` (Mnemosyne's 30 / 180
+    /// days: 1, 0.5, 0.25).
+    pub form: RecencyForm,
+    /// Half-life of `half-life`, in days (default 30).
+    pub half_life_days: f32,
+}
+
+impl Default for RecencyConfig {
+    fn default() -> Self {
+        RecencyConfig { weight: 0.0, form: RecencyForm::HalfLife, half_life_days: 30.0 }
+    }
 }
 
 /// Settings of the learned relevance signal (`synapse-gnn`).
@@ -182,6 +208,7 @@ impl Default for RetrieveConfig {
             activation: ActivationConfig::default(),
             gnn: GnnConfig::default(),
             index: IndexConfig::default(),
+            recency: RecencyConfig::default(),
         }
     }
 }
@@ -227,6 +254,18 @@ impl RetrieveConfig {
             return Err(Error::InvalidArgument(format!(
                 "passage_discount {} is not a finite non-negative number",
                 self.passage_discount
+            )));
+        }
+        if !(self.recency.weight.is_finite() && self.recency.weight >= 0.0) {
+            return Err(Error::InvalidArgument(format!(
+                "recency.weight {} is not a finite non-negative number",
+                self.recency.weight
+            )));
+        }
+        if !(self.recency.half_life_days.is_finite() && self.recency.half_life_days > 0.0) {
+            return Err(Error::InvalidArgument(format!(
+                "recency.half_life_days {} is not a positive number",
+                self.recency.half_life_days
             )));
         }
         if !(0.0..1.0).contains(&self.ppr_damping) {

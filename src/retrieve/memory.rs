@@ -54,6 +54,8 @@ pub struct Memory {
     /// Per node: normalised age (0 newest) and log-scaled degree, for the learned signal.
     pub(super) age: Vec<f32>,
     pub(super) importance: Vec<f32>,
+    /// The time of its latest dated episode: the memory's "now" for the recency prior.
+    pub(super) latest: Option<chrono::DateTime<chrono::Utc>>,
     /// The model of `synapse-gnn`, loaded on first use (a load error is kept and returned).
     pub(super) relevance: OnceLock<std::result::Result<Arc<Relevance>, String>>,
     /// The learned gate's model, the same way.
@@ -174,6 +176,7 @@ impl Memory {
         let age = node_ages(&graph, &concept_episodes);
         let importance = node_importance(&graph);
         Ok(Memory {
+            latest: episodes.iter().filter_map(|e| e.timestamp).max(),
             speakers,
             said_by,
             of_listener,

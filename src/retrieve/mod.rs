@@ -3,7 +3,8 @@
 //! grown by a write). A query goes through stages, each a type of its own in its own file:
 //! signals (`signals.rs`) → anchors (`anchors.rs`) → spread (`spread.rs`) → score
 //! (`score.rs`) → collect (`collect.rs`) → verdict (`verdict.rs`, the activation gate; `gate.rs`,
-//! the learned one) → rerank (`rerank.rs`, the GNN), composed in `search.rs` as each mode's
+//! the learned one) → rerank (`rerank.rs`, the GNN) → recency (`recency.rs`, the prior of the
+//! final score), composed in `search.rs` as each mode's
 //! [`Plan`] says (`mode.rs`, the table of modes). `words.rs` and `person.rs` hold the rules on
 //! words the gates and the rerank share, `explain.rs` why an episode surfaced, `gpu.rs` the
 //! bridge to the GPU ranker, `engine.rs` many memories on one backend.
@@ -24,6 +25,7 @@ mod memory;
 mod mode;
 mod person;
 mod query;
+mod recency;
 mod rerank;
 mod result;
 mod score;
@@ -33,7 +35,7 @@ mod spread;
 mod verdict;
 mod words;
 
-pub use config::{Gate, GnnConfig, RetrieveConfig};
+pub use config::{Gate, GnnConfig, RecencyConfig, RetrieveConfig};
 pub use gate::{KNOWING_DEPTH, KnowingFeatures, LearnedGate};
 pub use gpu::GpuBridge;
 pub use memory::{BOUNDS_GROUP, Ctx, Memory, SPARSE_NODES, episode_index};

@@ -15,6 +15,7 @@ use super::index::DenseIndex;
 use super::memory::{BOUNDS_GROUP, Ctx, Memory};
 use super::mode::Mode;
 use super::query::Query;
+use super::recency::RecencyPrior;
 use super::rerank::{GnnRerank, Rerank};
 use super::result::{Explanation, Retrieval};
 use super::score::Scorer;
@@ -102,7 +103,8 @@ impl<'a> Ctx<'a> {
                 Some((known.confidence, known.rejected))
             }
         };
-        let mut r = if r.mode.plan().rerank { GnnRerank(self).rerank(query, r)? } else { r };
+        let r = if r.mode.plan().rerank { GnnRerank(self).rerank(query, r)? } else { r };
+        let mut r = RecencyPrior(self).apply(r);
         r.hits.truncate(self.config.top_k);
         if let Some((confidence, rejected)) = known {
             (r.confidence, r.rejected) = (confidence, rejected);

@@ -210,6 +210,16 @@ pub struct RetrieveFlags {
     /// [retrieve.passage_discount].
     #[arg(long)]
     pub passage_discount: Option<f32>,
+    /// Weight λ of the recency prior added to each returned episode's final score
+    /// [retrieve.recency.weight].
+    #[arg(long)]
+    pub recency_weight: Option<f32>,
+    /// How the recency prior falls with age [retrieve.recency.form].
+    #[arg(long, value_enum)]
+    pub recency_form: Option<myelin::score::RecencyForm>,
+    /// Half-life of the recency prior, in days [retrieve.recency.half_life_days].
+    #[arg(long)]
+    pub recency_half_life_days: Option<f32>,
     /// Where retrieval runs: auto, cpu or gpu [gpu.backend].
     #[arg(long, value_enum)]
     pub backend: Option<Backend>,
@@ -250,7 +260,8 @@ impl RetrieveFlags {
         set!(mode => r.mode, gate => r.gate, top_k => r.top_k, anchor_k => r.anchor_k, alpha => r.alpha, lexical_weight => r.lexical_weight, gate_threshold => r.gate_threshold,
              concepts_in_results => r.concepts_in_results, concept_anchors => r.concept_anchors, passage_discount => r.passage_discount, speaker_check => r.speaker_check, steps => a.steps, spreading => a.spreading,
              decay => a.decay, top_m => a.inhibition_top_m, beta => a.inhibition_beta, gamma => a.sigmoid_gamma,
-             theta => a.sigmoid_theta, rho => a.rho, gnn_pool => r.gnn.pool, gnn_model => r.gnn.model);
+             theta => a.sigmoid_theta, rho => a.rho, gnn_pool => r.gnn.pool, gnn_model => r.gnn.model,
+             recency_weight => r.recency.weight, recency_form => r.recency.form, recency_half_life_days => r.recency.half_life_days);
         if let Some(b) = self.backend {
             config.gpu.backend = b;
         }
@@ -342,7 +353,10 @@ impl ServeFlags {
                 *target = v;
             }
         }
-        for (flag, target) in [(self.reload_ms, &mut s.reload_ms), (self.expiry_sweep_ms, &mut s.expiry_sweep_ms)] {
+        for (flag, target) in [
+            (self.reload_ms, &mut s.reload_ms),
+            (self.expiry_sweep_ms, &mut s.expiry_sweep_ms),
+        ] {
             if let Some(v) = flag {
                 *target = v;
             }
