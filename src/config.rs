@@ -65,6 +65,10 @@ pub struct ServeConfig {
     /// sweep removes its text, vectors and graph nodes from the store (an `EXPIRE` in its
     /// history).
     pub expiry_sweep_ms: u64,
+    /// Longest a request's body may take to arrive, in milliseconds, from the end of its
+    /// headers (default 30,000): a client that sends it slower gets 408 and loses the
+    /// connection, so a slow client cannot hold one open forever.
+    pub body_timeout_ms: u64,
 }
 
 impl Default for ServeConfig {
@@ -79,6 +83,7 @@ impl Default for ServeConfig {
             reload_ms: 500,
             query_cache: 4096,
             expiry_sweep_ms: 60_000,
+            body_timeout_ms: 30_000,
         }
     }
 }
@@ -95,6 +100,7 @@ impl ServeConfig {
             ("write_queue", self.write_queue),
             ("reload_ms", self.reload_ms as usize),
             ("expiry_sweep_ms", self.expiry_sweep_ms as usize),
+            ("body_timeout_ms", self.body_timeout_ms as usize),
         ] {
             if v == 0 {
                 return Err(Error::InvalidArgument(format!("serve.{name} must be at least 1")));

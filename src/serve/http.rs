@@ -6,7 +6,6 @@
 //! table ("HTTP errors") gives, and the server keeps serving. Must not parse mem0's fields (`serve::wire`
 //! does), touch the store or rank: every operation is a call on the [`Service`].
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -84,7 +83,7 @@ impl From<QueryRejection> for ApiError {
 
 type Answer = std::result::Result<Response, ApiError>;
 type Body = std::result::Result<Json<Value>, JsonRejection>;
-type Params = std::result::Result<Query<HashMap<String, String>>, QueryRejection>;
+type Params = std::result::Result<Query<Vec<(String, String)>>, QueryRejection>;
 
 /// What mem0's `/v1/ping/` answers: the clients read the organisation and project from it.
 pub const PING_ORG: &str = "myelin";
@@ -100,8 +99,8 @@ fn body(b: Body) -> std::result::Result<Fields, ApiError> {
 }
 
 fn params(p: Params) -> std::result::Result<Fields, ApiError> {
-    let Query(map) = p?;
-    Ok(Fields::query(map))
+    let Query(pairs) = p?;
+    Ok(Fields::query(pairs)?)
 }
 
 /// A body that may be absent (a listing's filters may come in the query string alone).
@@ -323,6 +322,34 @@ async fn check_utf8(request: Request, next: Next) -> Response {
     }
 }
 
+/// Reads a request's body whole before any handler sees it, within `serve.body_timeout_ms`
+/// and `body_limit` bytes: a body that arrives too slowly is 408, one over the limit 413, both
+/// in the JSON error shape.
+async fn read_body(State((s, limit)): State<(Service, usize)>, request: Request, next: Next) -> Response {
+    let ms = s.inner.config.serve.body_timeout_ms;
+    let (parts, body) = request.into_parts();
+    match tokio::time::timeout(std::time::Duration::from_millis(ms), axum::body::to_bytes(body, limit)).await {
+        Err(_) => ApiError(
+            StatusCode::REQUEST_TIMEOUT,
+            format!("the request body did not arrive within {ms} ms (serve.body_timeout_ms)"),
+        )
+        .into_response(),
+        Ok(Err(e)) => {
+            let e = e.into_inner();
+            if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
+                ApiError(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("the request body is over {limit} bytes (--max-body-bytes)"),
+                )
+                .into_response()
+            } else {
+                ApiError(StatusCode::BAD_REQUEST, format!("reading the request body: {e}")).into_response()
+            }
+        }
+        Ok(Ok(bytes)) => next.run(Request::from_parts(parts, axum::body::Body::from(bytes))).await,
+    }
+}
+
 /// The routes over `service`; with a `token`, every request must carry
 /// `Authorization: Bearer <token>` or mem0's `Authorization: Token <token>`. Every path is
 /// served with and without its trailing slash (mem0's clients add one).
@@ -359,6 +386,7 @@ pub fn router(service: Service, token: Option<String>, body_limit: usize) -> Rou
         .fallback(fallback)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
+        .layer(middleware::from_fn_with_state((service.clone(), body_limit), read_body))
         .layer(middleware::from_fn(check_utf8))
         .layer(middleware::from_fn_with_state(token, check_token))
         .with_state(service)

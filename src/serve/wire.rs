@@ -4,7 +4,7 @@
 //! Owns the translation both ways and its error messages, which name the field. Must not route,
 //! answer HTTP or call the [`Service`](super::Service) (`serve::http` does).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -46,9 +46,17 @@ impl Fields {
         }
     }
 
-    /// A query string's fields (every value text).
-    pub fn query(params: HashMap<String, String>) -> Fields {
-        Fields { map: params.into_iter().map(|(k, v)| (k, Value::String(v))).collect(), place: "query" }
+    /// A query string's fields (every value text), in the order given; a field given twice is
+    /// an error naming it (which of the two was meant is not for the server to guess).
+    pub fn query(pairs: Vec<(String, String)>) -> Result<Fields> {
+        let mut fields = Fields { map: Map::new(), place: "query" };
+        for (k, v) in pairs {
+            if fields.map.contains_key(&k) {
+                return Err(fields.error(&k, "given more than once; give it once"));
+            }
+            fields.map.insert(k, Value::String(v));
+        }
+        Ok(fields)
     }
 
     fn error(&self, key: &str, message: impl std::fmt::Display) -> Error {
@@ -510,8 +518,9 @@ mod tests {
 
     #[test]
     fn a_listing_pages_as_mem0_and_as_myelin() {
-        let q =
-            |pairs: &[(&str, &str)]| Fields::query(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+        let q = |pairs: &[(&str, &str)]| {
+            Fields::query(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()).unwrap()
+        };
         let (scope, filters, page) =
             list(body(json!({"filters": {"user_id": "u"}})), q(&[("page", "3"), ("page_size", "20")])).unwrap();
         assert_eq!(
@@ -530,6 +539,9 @@ mod tests {
         assert!(list(body(json!({})), q(&[("page", "two")])).unwrap_err().to_string().contains("'two' is not a count"));
         let err = list(body(json!({"user_id": "a"})), q(&[("user_id", "b")])).unwrap_err().to_string();
         assert!(err.contains("query.user_id: 'b' contradicts 'a'"), "{err}");
+        let twice = Fields::query(vec![("user_id".into(), "a".into()), ("user_id".into(), "b".into())]);
+        let err = twice.unwrap_err().to_string();
+        assert_eq!(err, "query field `user_id`: given more than once; give it once");
         let a = page_answer("/v3/memories/", Page { offset: 20, limit: 20 }, 45, Vec::new());
         assert_eq!(a["next"], "/v3/memories/?page=3&page_size=20");
         assert_eq!(a["previous"], "/v3/memories/?page=1&page_size=20");

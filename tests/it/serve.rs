@@ -351,7 +351,16 @@ fn bad_requests_get_a_4xx_and_the_token_is_enforced() {
     std::fs::write(&token_file, "s3cret\n").expect("token");
     let server = Server::start(
         &store,
-        &["--token-file", token_file.to_str().unwrap(), "--max-body-bytes", "2000", "--max-add-bytes", "100"],
+        &[
+            "--token-file",
+            token_file.to_str().unwrap(),
+            "--max-body-bytes",
+            "2000",
+            "--max-add-bytes",
+            "100",
+            "--body-timeout-ms",
+            "1000",
+        ],
     );
     let t = Some("s3cret");
     let (status, v) = server.call("GET", "/health", None, None);
@@ -421,7 +430,9 @@ fn bad_requests_get_a_4xx_and_the_token_is_enforced() {
             400,
             "user_id",
         ),
-        ("POST", "/v1/memories", vec![b'x'; 5000], 413, ""),
+        ("POST", "/v1/memories", vec![b'x'; 5000], 413, "the request body is over 2000 bytes"),
+        // A parameter given twice is refused, never read as one of them.
+        ("GET", "/v1/memories?user_id=a&user_id=b", Vec::new(), 400, "query field `user_id`: given more than once"),
         (
             "POST",
             "/v1/memories",
@@ -458,6 +469,21 @@ fn bad_requests_get_a_4xx_and_the_token_is_enforced() {
         c.read_to_string(&mut raw).expect("read");
         assert!(raw.starts_with("HTTP/1.1 415"), "{raw}");
         assert!(raw.contains("{\"detail\":\"") && raw.contains("Content-Type"), "{raw}");
+    }
+    // A body that stops arriving: 408 after --body-timeout-ms, in JSON, and the connection is
+    // closed (a slow client cannot hold it).
+    {
+        let mut c = TcpStream::connect(&server.addr).expect("connect");
+        c.set_read_timeout(Some(Duration::from_secs(60))).expect("timeout");
+        write!(
+            c,
+            "POST /v1/memories HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n{{\"user_id\""
+        )
+        .expect("send");
+        let mut raw = String::new();
+        c.read_to_string(&mut raw).expect("the server answers and closes");
+        assert!(raw.starts_with("HTTP/1.1 408"), "{raw}");
+        assert!(raw.contains("the request body did not arrive within 1000 ms (serve.body_timeout_ms)"), "{raw}");
     }
     // The scheme of the token is read in any case (RFC 9110); a wrong token still is not.
     for (auth, expected) in [("bearer s3cret", "200"), ("TOKEN s3cret", "200"), ("bearer s3cre", "401")] {

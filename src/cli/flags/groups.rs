@@ -335,6 +335,9 @@ pub struct ServeFlags {
     /// How often the writer deletes expired memories, ms [serve.expiry_sweep_ms]
     #[arg(long)]
     pub expiry_sweep_ms: Option<u64>,
+    /// Longest a request body may take to arrive, ms [serve.body_timeout_ms]
+    #[arg(long)]
+    pub body_timeout_ms: Option<u64>,
 }
 
 impl ServeFlags {
@@ -356,6 +359,7 @@ impl ServeFlags {
         for (flag, target) in [
             (self.reload_ms, &mut s.reload_ms),
             (self.expiry_sweep_ms, &mut s.expiry_sweep_ms),
+            (self.body_timeout_ms, &mut s.body_timeout_ms),
         ] {
             if let Some(v) = flag {
                 *target = v;
