@@ -42,9 +42,10 @@ pub struct ServeConfig {
     /// Concept-label embeddings kept for graph building across writes (default 100,000, about
     /// 150 MB); the least recently used go first.
     pub label_cache: usize,
-    /// Commits between two compactions of the store (default 64). A write replaces the graph
-    /// of every scope it touches; the replaced rows stay on disk until a compaction rewrites
-    /// the files that hold them and purges the old versions (a deletion compacts at once).
+    /// Commits between two compactions of the store (default 64). The rows a write deletes
+    /// (summaries, a graph written whole) stay on disk until a compaction rewrites the files
+    /// that hold them and purges the old versions (a deletion compacts at once); a grown
+    /// graph's replaced rows are reclaimed when it is next written whole.
     pub compact_every: usize,
     /// Most bytes of message text one add may carry, all its messages together (default
     /// 512 KiB). Embedding runs at about 10 KB/s a core on long text, so the default admits an
