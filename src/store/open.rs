@@ -503,13 +503,19 @@ impl Store {
         self.scan_where(table, conversation.map(|c| eq_filter("conversation", c))).await
     }
 
+    /// The rows of `table` (those `filter` selects). A read that fails names the dataset: a
+    /// page that does not decode is Lance's error, which names no file.
     async fn scan_where(&self, table: Table, filter: Option<String>) -> Result<Vec<RecordBatch>> {
         let Some(ds) = self.tables.get(&table) else { return Ok(Vec::new()) };
+        let named = |e: lance::Error| Error::Store {
+            path: self.root.join(format!("{}.lance", table.name())),
+            message: format!("its rows cannot be read (damaged? `myelin check` names every damaged part): {e}"),
+        };
         let mut scanner = ds.scan();
         if let Some(f) = filter {
-            scanner.filter(&f)?;
+            scanner.filter(&f).map_err(named)?;
         }
-        Ok(scanner.try_into_stream().await?.try_collect().await?)
+        scanner.try_into_stream().await.map_err(named)?.try_collect().await.map_err(named)
     }
 
     /// The recorded changes of a memory (or of every memory when `memory_id` is `None`),

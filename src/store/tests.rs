@@ -165,6 +165,44 @@ async fn a_graph_whose_rows_do_not_match_its_checksum_is_refused_by_name() {
 }
 
 #[tokio::test]
+async fn damage_inside_a_graph_s_data_pages_is_refused_by_name() {
+    let (_, graphs) = crate::graph::build::growing_graphs(300);
+    let graph = graphs.last().unwrap();
+    let c = conversation("conv-d", graph.episode_count());
+    let ids: Vec<String> = c.turns().map(|t| t.id.clone()).collect();
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    // Bytes flipped at several places of the edges' data file: whether a page does not decode
+    // (the read names the dataset) or decodes to edges that break the graph's invariants or its
+    // checksum (the conversation's graph is refused as damaged), nothing damaged is served.
+    let (mut unreadable, mut damaged) = (0, 0);
+    for at in [0.2, 0.4, 0.6, 0.8, 0.9, 0.95] {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), &c, 0).await;
+        let mut txn = Writer::acquire(dir.path()).expect("lock").begin().await.unwrap();
+        txn.put_graph("conv-d", graph, &ids).await.unwrap();
+        txn.commit().await.unwrap();
+        let data = dir.path().join("edges.lance").join("data");
+        let file = std::fs::read_dir(&data).unwrap().next().unwrap().unwrap().path();
+        let mut bytes = std::fs::read(&file).unwrap();
+        let from = ((bytes.len() as f64 * at) as usize).min(bytes.len() - 64);
+        for b in &mut bytes[from..from + 64] {
+            *b ^= 0x5a;
+        }
+        std::fs::write(&file, bytes).unwrap();
+        let e = match Store::open(dir.path()).await {
+            Ok(store) => store.graph("conv-d").await.map(|_| ()).unwrap_err().to_string(),
+            Err(e) => e.to_string(),
+        };
+        let unread = e.contains("edges.lance: its rows cannot be read");
+        let refused = e.contains("graph of conversation 'conv-d' is damaged");
+        assert!(unread || refused, "at {at}: {e}");
+        (unreadable, damaged) = (unreadable + unread as usize, damaged + refused as usize);
+    }
+    // The file's last part (its metadata) does not decode; its pages decode to wrong values.
+    assert!(unreadable > 0 && damaged > 0, "{unreadable} unreadable, {damaged} refused");
+}
+
+#[tokio::test]
 async fn a_builder_state_is_kept_with_its_graph_and_checked() {
     let (texts, _) = crate::graph::build::growing_graphs(30);
     let mut builder = crate::graph::GraphBuilder::new(crate::graph::GraphConfig::default()).unwrap();
