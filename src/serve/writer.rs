@@ -646,7 +646,7 @@ impl Inner {
         txn.put_graphs(&whole).await?;
         let states: Vec<(&str, &BuilderState)> =
             live.iter().filter_map(|(b, _)| b.state.as_ref().map(|s| (b.key.as_str(), s))).collect();
-        txn.put_builder_states(&states).await?;
+        txn.put_builder_states(&states)?;
         lap.mark("graphs");
         let now = Utc::now();
         let summaries: Vec<ConversationSummary> = live

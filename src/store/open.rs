@@ -476,8 +476,7 @@ impl Store {
         if conversations.is_empty() {
             return Ok(HashMap::new());
         }
-        let quoted: Vec<String> = conversations.iter().map(|c| quote(c)).collect();
-        let filter = format!("conversation IN ({})", quoted.join(", "));
+        let filter = in_filter("conversation", conversations);
         let mut out = HashMap::new();
         for batch in self.scan_where(Table::Graphs, Some(filter)).await? {
             out.extend(graph_metas(&batch)?);

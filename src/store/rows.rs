@@ -80,6 +80,12 @@ pub(super) fn eq_filter(column: &str, value: &str) -> String {
     format!("{column} = {}", quote(value))
 }
 
+/// A SQL filter for `column` being one of `values`, each quoted.
+pub(super) fn in_filter(column: &str, values: &[&str]) -> String {
+    let quoted: Vec<String> = values.iter().map(|v| quote(v)).collect();
+    format!("{column} IN ({})", quoted.join(", "))
+}
+
 /// `value` as an SQL string literal.
 pub(super) fn quote(value: &str) -> String {
     format!("'{}'", value.replace('\'', "''"))

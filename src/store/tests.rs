@@ -217,10 +217,10 @@ async fn a_builder_state_is_kept_with_its_graph_and_checked() {
     let ids: Vec<String> = c.turns().map(|t| t.id.clone()).collect();
     let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
     let mut txn = Writer::acquire(dir.path()).expect("lock").begin().await.unwrap();
-    let alone = txn.put_builder_states(&[("conv-b", &state)]).await.unwrap_err().to_string();
+    let alone = txn.put_builder_states(&[("conv-b", &state)]).unwrap_err().to_string();
     assert!(alone.contains("without its graph"), "{alone}");
     txn.put_graph("conv-b", &graph, &ids).await.unwrap();
-    txn.put_builder_states(&[("conv-b", &state)]).await.unwrap();
+    txn.put_builder_states(&[("conv-b", &state)]).unwrap();
     let store = txn.commit().await.unwrap();
     assert_eq!(store.builder_state("conv-b").await.unwrap(), Some(state.clone()));
     assert_eq!(Store::open(dir.path()).await.unwrap().builder_state("conv-b").await.unwrap(), Some(state));

@@ -155,8 +155,7 @@ impl WriteTxn {
         if conversations.is_empty() {
             return Ok(());
         }
-        let quoted: Vec<String> = conversations.iter().map(|c| quote(c)).collect();
-        let filter = format!("conversation IN ({})", quoted.join(", "));
+        let filter = in_filter("conversation", conversations);
         if tables.contains(&Table::Graphs) {
             self.metas.retain(|c, _| !conversations.contains(&c.as_str()));
         }
@@ -445,7 +444,7 @@ impl WriteTxn {
     /// Keeps the state of the builder that made each graph (`(conversation, state)`), with the
     /// graph this transaction wrote for it ([`WriteTxn::put_graphs`] or
     /// [`WriteTxn::update_graphs`], called first); a graph written without one keeps none.
-    pub async fn put_builder_states(&mut self, states: &[(&str, &BuilderState)]) -> Result<()> {
+    pub fn put_builder_states(&mut self, states: &[(&str, &BuilderState)]) -> Result<()> {
         for &(conversation, state) in states {
             let mut bytes = Vec::new();
             ciborium::into_writer(state, &mut bytes)
