@@ -70,6 +70,11 @@ pub struct ServeConfig {
     /// headers (default 30,000): a client that sends it slower gets 408 and loses the
     /// connection, so a slow client cannot hold one open forever.
     pub body_timeout_ms: u64,
+    /// How often the access history (when a search or a `get` last returned each memory, and
+    /// how many have) is written to the store when nothing else is, in milliseconds (default
+    /// 60,000; also with every write, and when the service closes). A crash loses what was
+    /// recorded since.
+    pub access_flush_ms: u64,
 }
 
 impl Default for ServeConfig {
@@ -85,6 +90,7 @@ impl Default for ServeConfig {
             query_cache: 4096,
             expiry_sweep_ms: 60_000,
             body_timeout_ms: 30_000,
+            access_flush_ms: 60_000,
         }
     }
 }
@@ -102,6 +108,7 @@ impl ServeConfig {
             ("reload_ms", self.reload_ms as usize),
             ("expiry_sweep_ms", self.expiry_sweep_ms as usize),
             ("body_timeout_ms", self.body_timeout_ms as usize),
+            ("access_flush_ms", self.access_flush_ms as usize),
         ] {
             if v == 0 {
                 return Err(Error::InvalidArgument(format!("serve.{name} must be at least 1")));

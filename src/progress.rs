@@ -1,6 +1,7 @@
 //! How long work shows its progress: [`Progress`], what the library's long operations (an
 //! ingest, an evaluation, a benchmark) report to, and [`Silent`], which shows nothing. With
-//! the `cli` feature, indicatif's `ProgressBar` is one (the binary draws the bars). Must not
+//! the `cli` feature, indicatif's `ProgressBar` is one (the binary draws the bars); and
+//! [`Lap`], the milliseconds of each stage of one piece of work, for the debug log. Must not
 //! draw or print by itself.
 
 /// Where long work reports how far it got.
@@ -53,5 +54,35 @@ impl Progress for indicatif::ProgressBar {
     }
     fn finish_and_clear(&self) {
         indicatif::ProgressBar::finish_and_clear(self);
+    }
+}
+
+/// Milliseconds per stage of one piece of work, for the debug log (`Display`: `stage ms, …`).
+#[derive(Debug)]
+pub(crate) struct Lap {
+    at: std::time::Instant,
+    stages: Vec<(&'static str, f64)>,
+}
+
+impl Lap {
+    /// Starts the first stage now.
+    pub(crate) fn start() -> Lap {
+        Lap { at: std::time::Instant::now(), stages: Vec::new() }
+    }
+
+    /// Ends the stage named `stage` now, and starts the next.
+    pub(crate) fn mark(&mut self, stage: &'static str) {
+        let now = std::time::Instant::now();
+        self.stages.push((stage, (now - self.at).as_secs_f64() * 1e3));
+        self.at = now;
+    }
+}
+
+impl std::fmt::Display for Lap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, (stage, ms)) in self.stages.iter().enumerate() {
+            write!(f, "{}{stage} {ms:.1}", if i == 0 { "" } else { ", " })?;
+        }
+        Ok(())
     }
 }

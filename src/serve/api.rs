@@ -88,6 +88,11 @@ pub struct MemoryItem {
     /// The last day it is returned, `YYYY-MM-DD` in UTC (mem0's `expiration_date`; null:
     /// never expires).
     pub expiration_date: Option<String>,
+    /// When a search or a `get` last returned it, before this answer (null: never, or a
+    /// memory the answer only lists).
+    pub last_accessed_at: Option<DateTime<Utc>>,
+    /// How many searches and gets returned it before this answer.
+    pub access_count: u64,
     /// Its scope.
     #[serde(flatten)]
     pub scope: Scope,
@@ -245,6 +250,8 @@ pub(super) fn item(scope: &Scope, passages: &[Episode]) -> MemoryItem {
         metadata: first.metadata.clone(),
         expires_at: first.expires_at,
         expiration_date: first.expires_at.map(expiration_date_of),
+        last_accessed_at: None,
+        access_count: 0,
         scope: scope.clone(),
         score: None,
     }

@@ -20,12 +20,13 @@
 //!   one ranking dispatch, and owns the GPU queue and the resident graphs.
 //!
 //! Files: `scope.rs` (a memory's scope, metadata and client times, below the rest), `api.rs`
-//! (the types agents see), `filter.rs` (mem0's filters: which memories a
+//! (the types agents see), `access.rs` (when each memory was last returned), `filter.rs` (mem0's filters: which memories a
 //! request reads, across scopes), `wire.rs` (mem0's wire format, for `http`), `writer.rs` (the write path), `blocking.rs` (the
 //! facade without async), `searcher.rs` (the search thread); the [`Service`] handle is here.
 //! Owns scopes, memory ids, the write path of the API and the in-memory index of every scope.
 //! Must not parse HTTP or JSON-RPC (that is `serve::http`) nor rank (that is `retrieve`).
 
+mod access;
 mod api;
 mod blocking;
 pub mod filter;

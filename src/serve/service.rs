@@ -8,6 +8,7 @@ use std::sync::{Arc, Weak};
 
 use tokio::sync::{RwLock, mpsc, oneshot};
 
+use super::access::AccessLog;
 use super::api::*;
 use super::filter::{Filter, Selected, select};
 use super::labels::*;
@@ -157,11 +158,13 @@ impl Service {
                 }
             }
         }
+        let access = AccessLog::from_rows(store.accesses().await?, |id| ids.contains_key(id));
         let inner = Arc::new(Inner {
             counters,
             root: root.to_path_buf(),
             labels: std::sync::Mutex::new(labels),
             stored_labels: std::sync::Mutex::new(stored_labels),
+            access: std::sync::Mutex::new(access),
             config,
             background,
             backend,
@@ -265,7 +268,7 @@ impl Service {
         }
         match self.write(Change::Add { key, scope: scope.clone(), messages }).await? {
             Done::Added(items) => Ok(items),
-            Done::Deleted(_) => Err(Error::Batch("the writer answered an add with a deletion".into())),
+            _ => Err(Error::Batch("the writer answered an add with something else".into())),
         }
     }
 
@@ -308,12 +311,16 @@ impl Service {
         plans
             .into_iter()
             .zip(requests)
-            .map(|(plan, request)| match plan? {
-                Plan::One(i) => take(i),
-                Plan::Many(parts) => {
-                    let parts = parts.into_iter().map(&mut take).collect::<Result<Vec<_>>>()?;
-                    Ok(merge(request, parts, retrieve_k))
-                }
+            .map(|(plan, request)| {
+                let mut found = match plan? {
+                    Plan::One(i) => take(i)?,
+                    Plan::Many(parts) => {
+                        let parts = parts.into_iter().map(&mut take).collect::<Result<Vec<_>>>()?;
+                        merge(request, parts, retrieve_k)
+                    }
+                };
+                self.inner.returned(&mut found.results);
+                Ok(found)
             })
             .collect()
     }
@@ -338,7 +345,10 @@ impl Service {
             )));
         }
         match self.write(Change::Update { id: id.to_string(), edit }).await? {
-            Done::Added(mut items) if items.len() == 1 => Ok(items.remove(0)),
+            Done::Added(mut items) if items.len() == 1 => {
+                self.inner.with_access(&mut items);
+                Ok(items.remove(0))
+            }
             _ => Err(Error::Batch("the writer answered an update with something else".into())),
         }
     }
@@ -352,7 +362,10 @@ impl Service {
         if let Some(e) = expired(id, &memory.episodes()[at], chrono::Utc::now()) {
             return Err(e);
         }
-        Ok(item(&scope, passages_at(memory.episodes(), at)))
+        let mut found = [item(&scope, passages_at(memory.episodes(), at))];
+        self.inner.returned(&mut found);
+        let [found] = found;
+        Ok(found)
     }
 
     /// A page of a scope's memories, oldest first (an unknown scope has none).
@@ -394,6 +407,7 @@ impl Service {
                 count += 1;
             }
         }
+        self.inner.with_access(&mut items);
         Ok((count, items))
     }
 
@@ -430,7 +444,7 @@ impl Service {
         let key = scope.key()?;
         match self.write(Change::DeleteAll { key }).await? {
             Done::Deleted(n) => Ok(n),
-            Done::Added(_) => Err(Error::Batch("the writer answered a deletion with an add".into())),
+            _ => Err(Error::Batch("the writer answered a deletion with something else".into())),
         }
     }
 

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::RwLock;
 
+use super::access::AccessLog;
 use super::api::*;
 use super::labels::*;
 use crate::config::Config;
@@ -89,6 +90,38 @@ pub(super) struct Inner {
     /// Per scope, the concept labels the store holds for it ([`crate::store::Table::Labels`]):
     /// a write appends only the others.
     pub(super) stored_labels: std::sync::Mutex<HashMap<String, std::collections::HashSet<String>>>,
+    /// When each memory was last returned ([`AccessLog`]).
+    pub(super) access: std::sync::Mutex<AccessLog>,
+}
+
+impl Inner {
+    /// Whether the access history holds records the store lacks.
+    pub(super) fn access_unwritten(&self) -> bool {
+        self.access.lock().is_ok_and(|log| log.is_dirty())
+    }
+
+    /// `items` with what the access history holds of each (before this answer).
+    pub(super) fn with_access(&self, items: &mut [MemoryItem]) {
+        let Ok(log) = self.access.lock() else { return };
+        for it in items {
+            if let Some(seen) = log.get(&it.id) {
+                (it.last_accessed_at, it.access_count) = (Some(seen.at), seen.count);
+            }
+        }
+    }
+
+    /// `items`, which an answer returns, with their access history; then recorded as returned.
+    pub(super) fn returned(&self, items: &mut [MemoryItem]) {
+        self.with_access(items);
+        let now = chrono::Utc::now();
+        if let Ok(mut log) = self.access.lock() {
+            for it in items.iter() {
+                if let Ok(key) = it.scope.key() {
+                    log.record(&key, [it.id.as_str()], now);
+                }
+            }
+        }
+    }
 }
 
 /// Runs CPU-heavy work off the async runtime's threads.

@@ -3,13 +3,14 @@
 //! transaction (with a history row per change), swaps in the new scopes and answers. Also the
 //! concept-label cache graph building reuses across writes. Must not answer searches.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use chrono::Utc;
 use tokio::sync::{mpsc, oneshot};
 
+use super::access::AccessWrite;
 use super::api::*;
 use super::searcher::*;
 use super::state::*;
@@ -18,6 +19,7 @@ use crate::embed::EMBEDDING_DIM;
 use crate::error::{Error, Result};
 use crate::graph::build::LabelEmbedder;
 use crate::graph::{BuilderState, GraphBuilder, labels_of};
+use crate::progress::Lap;
 use crate::retrieve::Memory;
 use crate::store::{ConversationSummary, Episode, HistoryEvent, Table};
 
@@ -42,12 +44,16 @@ pub(super) enum Change {
     },
     /// Every memory expired by now, in every scope (the sweep's; an `EXPIRE` in the history).
     Expire,
+    /// What the service recorded of its answers, written on its own (every
+    /// `serve.access_flush_ms` while some is unwritten, and when the writer stops).
+    Flush,
 }
 
 /// What a change did.
 pub(super) enum Done {
     Added(Vec<MemoryItem>),
     Deleted(usize),
+    Flushed,
 }
 
 pub(super) struct WriteJob {
@@ -120,11 +126,18 @@ pub(super) struct Built {
 /// commits the group in one store transaction; writes that arrive meanwhile form the next
 /// group. Each scope keeps the graph builder of its committed episodes, so an add pushes only
 /// its new episodes; a deletion rebuilds the scope. Every `serve.expiry_sweep_ms` (and when it
-/// starts) it deletes the memories that have expired, as a group of its own.
+/// starts) it deletes the memories that have expired, as a group of its own; every
+/// `serve.access_flush_ms`, and when it stops, it writes the access history the store lacks.
 pub(super) async fn write_loop(inner: Arc<Inner>, mut rx: mpsc::Receiver<WriteJob>, searcher: Searcher) {
     let mut builders: HashMap<String, GraphBuilder> = HashMap::new();
-    let mut sweep = tokio::time::interval(std::time::Duration::from_millis(inner.config.serve.expiry_sweep_ms));
-    sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let every = |ms: u64| {
+        let mut t = tokio::time::interval(std::time::Duration::from_millis(ms));
+        t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        t
+    };
+    let (mut sweep, mut flush) = (every(inner.config.serve.expiry_sweep_ms), every(inner.config.serve.access_flush_ms));
+    // Nobody waits for the answer of the writer's own changes.
+    let own = |change: Change| WriteJob { change, reply: oneshot::channel().0 };
     loop {
         let first = tokio::select! {
             job = rx.recv() => match job {
@@ -135,9 +148,13 @@ pub(super) async fn write_loop(inner: Arc<Inner>, mut rx: mpsc::Receiver<WriteJo
                 if inner.expiring(Utc::now()).await.is_empty() {
                     continue;
                 }
-                // Nobody waits for the sweep's answer.
-                let (reply, _) = oneshot::channel();
-                WriteJob { change: Change::Expire, reply }
+                own(Change::Expire)
+            }
+            _ = flush.tick() => {
+                if !inner.access_unwritten() {
+                    continue;
+                }
+                own(Change::Flush)
             }
         };
         let mut jobs = vec![first];
@@ -148,6 +165,10 @@ pub(super) async fn write_loop(inner: Arc<Inner>, mut rx: mpsc::Receiver<WriteJo
             }
         }
         inner.commit_group(jobs, &mut builders, &searcher).await;
+    }
+    // Closing: what was recorded since the last flush is written before the store is let go.
+    if inner.access_unwritten() {
+        Box::pin(inner.commit_group(vec![own(Change::Flush)], &mut builders, &searcher)).await;
     }
 }
 
@@ -361,6 +382,7 @@ impl Inner {
                     }
                     Done::Deleted(n)
                 }
+                Change::Flush => Done::Flushed,
                 Change::DeleteAll { key } => {
                     let p = self.pending(&mut touched, &key).await;
                     let mut n = 0;
@@ -378,6 +400,7 @@ impl Inner {
         if accepted.is_empty() {
             return;
         }
+        let flush = accepted.iter().any(|(_, done)| matches!(done, Done::Flushed));
         // A scope that lost episodes is rebuilt: its builder holds them. A scope written first
         // since the service opened resumes the builder the store kept for it.
         let mut work: Vec<(String, Pending, Start)> = Vec::with_capacity(touched.len());
@@ -410,7 +433,7 @@ impl Inner {
             Ok(built) => {
                 let build_ms = t_build.elapsed().as_secs_f64() * 1e3;
                 let t_store = std::time::Instant::now();
-                let stored = self.store_group(built, &events).await;
+                let stored = self.store_group(built, &events, flush).await;
                 tracing::debug!(embed_ms, build_ms, store_ms = t_store.elapsed().as_secs_f64() * 1e3, "commit");
                 stored
             }
@@ -604,8 +627,49 @@ impl Inner {
     /// Writes a group's scopes and `events` in one store transaction: new episodes appended
     /// (a scope that lost some is written anew), graphs and summaries replaced, history
     /// appended; after a deletion, and every `serve.compact_every` commits, the store is
-    /// compacted and its old versions purged.
-    pub(super) async fn store_group(&self, built: Vec<Built>, events: &[HistoryEvent]) -> Result<Vec<Built>> {
+    /// compacted and its old versions purged. The access history goes with a flush, a
+    /// rewrite or a compaction ([`super::access::AccessLog::for_commit`]), never with a plain
+    /// add: the search path's records cost a write nothing.
+    pub(super) async fn store_group(
+        &self,
+        built: Vec<Built>,
+        events: &[HistoryEvent],
+        flush: bool,
+    ) -> Result<Vec<Built>> {
+        // A deletion must leave no trace on disk; other writes leave the scopes' replaced graph
+        // rows behind, reclaimed every `compact_every` commits.
+        let every = self.config.serve.compact_every as u64;
+        let purge = built.iter().any(|b| b.rewrite)
+            || (self.counters.commits.load(Ordering::Relaxed) + 1).is_multiple_of(every);
+        let access = self.access_for_commit(&built, purge, flush)?;
+        // Boxed: the future of a whole group is deep enough to overflow the compiler's limits.
+        let stored = Box::pin(self.write_group(built, events, &access, purge)).await;
+        if stored.is_err()
+            && let Ok(mut log) = self.access.lock()
+        {
+            log.unflushed(&access.taken);
+        }
+        stored
+    }
+
+    /// What a group writes of the access history ([`super::access::AccessLog::for_commit`]).
+    fn access_for_commit(&self, built: &[Built], purge: bool, flush: bool) -> Result<AccessWrite> {
+        let mut log = self.access.lock().map_err(|_| Error::Batch("access log poisoned".into()))?;
+        let anew: HashMap<&str, HashSet<&str>> = built
+            .iter()
+            .filter(|b| b.rewrite || b.memory.is_none())
+            .map(|b| (b.key.as_str(), b.memory.iter().flat_map(|m| m.episodes()).map(|e| e.turn_id.as_str()).collect()))
+            .collect();
+        Ok(log.for_commit(&anew, purge, flush))
+    }
+
+    async fn write_group(
+        &self,
+        built: Vec<Built>,
+        events: &[HistoryEvent],
+        access: &AccessWrite,
+        purge: bool,
+    ) -> Result<Vec<Built>> {
         let writer = self.writer.as_ref().ok_or_else(|| Error::ReadOnly { path: self.root.clone() })?;
         let mut lap = Lap::start();
         let mut txn = writer.begin().await?;
@@ -665,10 +729,10 @@ impl Inner {
         txn.append_summaries(&summaries).await?;
         txn.append_history(events).await?;
         lap.mark("summaries, history");
-        // A deletion must leave no trace on disk; other writes leave the scopes' replaced graph
-        // rows behind, reclaimed every `compact_every` commits.
-        let every = self.config.serve.compact_every as u64;
-        let purge = !rewritten.is_empty() || (self.counters.commits.load(Ordering::Relaxed) + 1).is_multiple_of(every);
+        let clear: Vec<&str> = access.clear.iter().map(String::as_str).collect();
+        txn.remove_conversations(&clear, &[Table::Access]).await?;
+        txn.append_access(&access.rows).await?;
+        lap.mark("access");
         if purge {
             txn.compact().await?;
         }
@@ -719,33 +783,6 @@ impl Inner {
             cache.insert(l.clone(), v);
         }
         Ok(out)
-    }
-}
-
-/// Milliseconds per stage of one piece of work, for the debug log.
-struct Lap {
-    at: std::time::Instant,
-    stages: Vec<(&'static str, f64)>,
-}
-
-impl Lap {
-    fn start() -> Lap {
-        Lap { at: std::time::Instant::now(), stages: Vec::new() }
-    }
-
-    fn mark(&mut self, stage: &'static str) {
-        let now = std::time::Instant::now();
-        self.stages.push((stage, (now - self.at).as_secs_f64() * 1e3));
-        self.at = now;
-    }
-}
-
-impl std::fmt::Display for Lap {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        for (i, (stage, ms)) in self.stages.iter().enumerate() {
-            write!(f, "{}{stage} {ms:.1}", if i == 0 { "" } else { ", " })?;
-        }
-        Ok(())
     }
 }
 

@@ -34,6 +34,6 @@ pub use manifest::{EMBEDDING_MODEL, STORE_FORMAT};
 pub use open::{
     ConversationSummary, DEFAULT_STORE_DIR, Episode, STORE_ENV, Store, StoreInfo, dir_size, resolve_store_dir,
 };
-pub use rows::HistoryEvent;
+pub use rows::{Access, HistoryEvent};
 pub use schema::Table;
 pub use txn::{WriteTxn, Writer};

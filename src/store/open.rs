@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-use arrow_array::{Array, BooleanArray, FixedSizeListArray, Float32Array, ListArray, RecordBatch};
+use arrow_array::{Array, BooleanArray, FixedSizeListArray, Float32Array, ListArray, RecordBatch, UInt64Array};
 use chrono::{DateTime, Utc};
 use futures::TryStreamExt;
 use lance::Dataset;
@@ -515,6 +515,32 @@ impl Store {
             scanner.filter(&f).map_err(named)?;
         }
         scanner.try_into_stream().await.map_err(named)?.try_collect().await.map_err(named)
+    }
+
+    /// When the serving API last returned each memory it has recorded ([`Table::Access`]):
+    /// of a memory's rows, the one with the latest time (the highest count among equals).
+    pub async fn accesses(&self) -> Result<Vec<Access>> {
+        let mut latest: BTreeMap<String, Access> = BTreeMap::new();
+        for batch in self.scan(Table::Access, None).await? {
+            let (conversation, memory_id) = (str_col(&batch, "conversation")?, str_col(&batch, "memory_id")?);
+            let at = ts_col(&batch, "accessed_at")?;
+            let count: &UInt64Array = col(&batch, "count", "uint64")?;
+            for r in 0..batch.num_rows() {
+                let row = Access {
+                    memory_id: memory_id.value(r).to_string(),
+                    conversation: conversation.value(r).to_string(),
+                    at: DateTime::from_timestamp_micros(at.value(r)).unwrap_or_default(),
+                    count: count.value(r),
+                };
+                match latest.get(&row.memory_id) {
+                    Some(had) if (had.at, had.count) >= (row.at, row.count) => {}
+                    _ => {
+                        latest.insert(row.memory_id.clone(), row);
+                    }
+                }
+            }
+        }
+        Ok(latest.into_values().collect())
     }
 
     /// The recorded changes of a memory (or of every memory when `memory_id` is `None`),

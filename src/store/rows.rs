@@ -319,3 +319,17 @@ pub struct HistoryEvent {
     /// When.
     pub at: DateTime<Utc>,
 }
+
+/// When the serving API last returned a memory (a search or a `get`), and how many of its
+/// answers have: one row of [`super::Table::Access`]. Holds no text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Access {
+    /// The memory.
+    pub memory_id: String,
+    /// The conversation (scope) it belongs to.
+    pub conversation: String,
+    /// When an answer last returned it.
+    pub at: DateTime<Utc>,
+    /// How many answers have returned it.
+    pub count: u64,
+}

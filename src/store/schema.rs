@@ -38,11 +38,16 @@ pub enum Table {
     /// live. Stores written before 2026-12-06 have none: their graphs are read as their rows
     /// are, unchecked.
     Graphs,
+    /// One row per memory of a serving scope that a search or a `get` returned, per flush of
+    /// what the service recorded ([`crate::store::Access`]): when it was last returned and how
+    /// many answers have returned it. The row with the latest `accessed_at` of a memory wins;
+    /// compaction keeps only that one. Holds no text.
+    Access,
 }
 
 impl Table {
     /// Every table of a conversation, in the order they are written.
-    pub const ALL: [Table; 7] = [
+    pub const ALL: [Table; 8] = [
         Table::Episodes,
         Table::Questions,
         Table::Conversations,
@@ -50,9 +55,10 @@ impl Table {
         Table::Edges,
         Table::Labels,
         Table::Graphs,
+        Table::Access,
     ];
     /// Every dataset a store may hold: the conversation tables and the history.
-    pub const STORED: [Table; 8] = [
+    pub const STORED: [Table; 9] = [
         Table::Episodes,
         Table::Questions,
         Table::Conversations,
@@ -60,6 +66,7 @@ impl Table {
         Table::Edges,
         Table::Labels,
         Table::Graphs,
+        Table::Access,
         Table::History,
     ];
 
@@ -74,6 +81,7 @@ impl Table {
             Table::History => "history",
             Table::Labels => "labels",
             Table::Graphs => "graphs",
+            Table::Access => "access",
         }
     }
 
@@ -158,6 +166,12 @@ impl Table {
                 // "ADD", "UPDATE", "DELETE" or "EXPIRE".
                 Field::new("event", DataType::Utf8, false),
                 Field::new("at", ts, false),
+            ],
+            Table::Access => vec![
+                Field::new("conversation", DataType::Utf8, false),
+                Field::new("memory_id", DataType::Utf8, false),
+                Field::new("accessed_at", ts.clone(), false),
+                Field::new("count", DataType::UInt64, false),
             ],
             Table::Labels => vec![
                 Field::new("conversation", DataType::Utf8, false),

@@ -286,6 +286,20 @@ impl WriteTxn {
         self.append(Table::History, RecordBatch::try_new(Table::History.schema(), columns)?).await
     }
 
+    /// Records when memories were last returned ([`Table::Access`]), one row each.
+    pub async fn append_access(&mut self, rows: &[Access]) -> Result<()> {
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|a| a.conversation.as_str()))),
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|a| a.memory_id.as_str()))),
+            Arc::new(
+                TimestampMicrosecondArray::from_iter_values(rows.iter().map(|a| a.at.timestamp_micros()))
+                    .with_timezone("UTC"),
+            ),
+            Arc::new(UInt64Array::from_iter_values(rows.iter().map(|a| a.count))),
+        ];
+        self.append(Table::Access, RecordBatch::try_new(Table::Access.schema(), columns)?).await
+    }
+
     /// Writes a conversation's questions and its summary row. Call after its episodes.
     pub async fn put_conversation(&mut self, conversation: &Conversation, source: &str) -> Result<ConversationSummary> {
         let qs = &conversation.questions;

@@ -658,7 +658,10 @@ fn the_blocking_facade_runs_the_library_without_a_server() {
     assert_eq!(found.results[0].id, added[0].id);
     // The same question again: its embedding comes from the cache, and so does the same answer.
     assert_eq!(service.service().stats().cached_queries, 0);
-    assert_eq!(service.search(&request).expect("search again"), found);
+    let mut again = service.search(&request).expect("search again");
+    assert_eq!(again.results[0].access_count, 1, "the first answer returned it");
+    (again.results[0].last_accessed_at, again.results[0].access_count) = (None, 0);
+    assert_eq!(again, found);
     assert_eq!(service.service().stats().cached_queries, 1);
     assert_eq!(service.get_all(&alice, Page::default()).expect("list").len(), 2);
     service.delete(&added[0].id).expect("delete");
@@ -966,7 +969,14 @@ fn a_scope_grown_write_by_write_answers_the_same_after_a_restart() {
                     top_k: Some(10),
                     ..SearchRequest::default()
                 };
-                serde_json::to_value(service.search(&request).expect("search")).expect("json")
+                let mut v = serde_json::to_value(service.search(&request).expect("search")).expect("json");
+                // The access history goes on across the restart; the answers are what is compared.
+                for r in v["results"].as_array_mut().expect("results") {
+                    let r = r.as_object_mut().expect("a memory");
+                    r.remove("last_accessed_at");
+                    r.remove("access_count");
+                }
+                v
             })
             .collect()
     };
@@ -1373,4 +1383,115 @@ fn an_expired_memory_awaiting_the_sweep_is_neither_read_nor_updated() {
     service.delete(&id).expect("an expired memory is still deleted");
     let events: Vec<String> = service.history(&id).expect("history").into_iter().map(|e| e.event).collect();
     assert_eq!(events, ["ADD", "DELETE"]);
+}
+
+/// The stored access history: (memory id, count), by id.
+fn stored_access(root: &Path) -> Vec<(String, u64)> {
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let store = runtime.block_on(myelin::store::Store::open(root)).expect("store");
+    let mut rows: Vec<(String, u64)> =
+        runtime.block_on(store.accesses()).expect("access").into_iter().map(|a| (a.memory_id, a.count)).collect();
+    rows.sort();
+    rows
+}
+
+#[test]
+fn the_access_history_records_what_answers_returned_and_survives_a_restart() {
+    use myelin::serve::{BlockingService, Message, Page, Scope, SearchRequest};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("store");
+    let alice = Scope::user("alice");
+    let mut config = myelin::config::Config::default();
+    // Only a write or the close flushes here.
+    config.serve.access_flush_ms = 3_600_000;
+    let (permit, bees, porto) = {
+        let service = BlockingService::open(&root, config.clone()).expect("open");
+        let m = |t: &str| Message::new("user", t);
+        let added = service
+            .add(
+                &alice,
+                vec![
+                    m("My parking permit code is 4417."),
+                    m("I keep bees on my roof."),
+                    m("My sister lives in Porto."),
+                ],
+            )
+            .expect("add");
+        assert!(added.iter().all(|i| i.access_count == 0 && i.last_accessed_at.is_none()), "{added:?}");
+        let (permit, bees, porto) = (added[0].id.clone(), added[1].id.clone(), added[2].id.clone());
+        let before = chrono::Utc::now();
+        let request = SearchRequest {
+            query: "What is my parking permit code?".into(),
+            scope: alice.clone(),
+            top_k: Some(1),
+            ..SearchRequest::default()
+        };
+        let found = service.search(&request).expect("search");
+        assert_eq!(found.results[0].id, permit);
+        assert_eq!(found.results[0].access_count, 0, "an answer shows what came before it");
+        let got = service.get(&permit).expect("get");
+        assert_eq!(got.access_count, 1, "{got:?}");
+        let at = got.last_accessed_at.expect("returned once");
+        assert!(at >= before && at <= chrono::Utc::now(), "{at} is the search's time");
+        assert_eq!(service.get(&permit).expect("get").access_count, 2);
+        // Listing shows the history and records nothing.
+        for _ in 0..2 {
+            let listed = service.get_all(&alice, Page { offset: 0, limit: 10 }).expect("list");
+            let counts: Vec<u64> = listed.iter().map(|i| i.access_count).collect();
+            assert_eq!(counts, [3, 0, 0], "{listed:?}");
+        }
+        service.get(&porto).expect("get");
+        // A plain add does not carry the history (a write costs no more for it).
+        service.add(&alice, vec![m("I work at the harbour.")]).expect("add");
+        assert!(stored_access(&root).is_empty(), "nothing written before a flush or the close");
+        (permit, bees, porto)
+    };
+    // Closed: written.
+    assert_eq!(stored_access(&root), {
+        let mut want = vec![(permit.clone(), 3), (porto.clone(), 1)];
+        want.sort();
+        want
+    });
+    {
+        let service = BlockingService::open(&root, config.clone()).expect("reopen");
+        let got = service.get(&permit).expect("get");
+        assert_eq!(got.access_count, 3, "read back at open: {got:?}");
+        service.get(&bees).expect("get");
+        // A deletion rewrites the scope's rows without the deleted memory's.
+        service.delete(&porto).expect("delete");
+        let mut want = vec![(permit.clone(), 4), (bees.clone(), 1)];
+        want.sort();
+        assert_eq!(stored_access(&root), want, "written with the deletion's commit, which rewrites the scope");
+    }
+    // Flushed on its own, with no write, while the service runs.
+    config.serve.access_flush_ms = 100;
+    let service = BlockingService::open(&root, config).expect("reopen");
+    service.get(&bees).expect("get");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !stored_access(&root).contains(&(bees.clone(), 2)) {
+        assert!(Instant::now() < deadline, "never flushed: {:?}", stored_access(&root));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn the_access_history_a_flush_wrote_survives_kill_9() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    let server = Server::start(&store, &["--access-flush-ms", "200"]);
+    let (status, v) =
+        server.json("POST", "/v1/memories", json!({"user_id": "u", "messages": "I live in Oslo with my cat Miso."}));
+    assert_eq!(status, 200, "{v}");
+    let oslo = ids(&v)[0].clone();
+    for n in 0..2u64 {
+        let (status, v) = server.call("GET", &format!("/v1/memories/{oslo}"), None, None);
+        assert_eq!((status, &v["access_count"]), (200, &json!(n)), "{v}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while stored_access(&store).is_empty() {
+        assert!(Instant::now() < deadline, "never flushed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    server.kill();
+    assert_eq!(stored_access(&store), [(oslo, 2)], "what a flush wrote outlives a kill -9");
 }

@@ -338,6 +338,9 @@ pub struct ServeFlags {
     /// Longest a request body may take to arrive, ms [serve.body_timeout_ms]
     #[arg(long)]
     pub body_timeout_ms: Option<u64>,
+    /// How often the access history is written when nothing else is, ms [serve.access_flush_ms]
+    #[arg(long)]
+    pub access_flush_ms: Option<u64>,
 }
 
 impl ServeFlags {
@@ -360,6 +363,7 @@ impl ServeFlags {
             (self.reload_ms, &mut s.reload_ms),
             (self.expiry_sweep_ms, &mut s.expiry_sweep_ms),
             (self.body_timeout_ms, &mut s.body_timeout_ms),
+            (self.access_flush_ms, &mut s.access_flush_ms),
         ] {
             if let Some(v) = flag {
                 *target = v;
