@@ -3,7 +3,8 @@
 //! write: what changed since the last flush is written by the writer every
 //! `serve.access_flush_ms`, when the service closes, and with a commit that rewrites a scope or
 //! compacts ([`crate::store::Table::Access`]); a plain add never carries it. A crash loses at
-//! most what was recorded since the last flush. Owns the record; must not rank, or write the store itself.
+//! most what was recorded since the last flush. Owns the record; must not rank, or write the
+//! store itself.
 
 use std::collections::{HashMap, HashSet};
 
@@ -89,7 +90,7 @@ impl AccessLog {
     }
 
     /// Every record of the scopes `keys`, as rows (what a scope written anew, or a compaction,
-    /// writes again), oldest id first.
+    /// writes again), in id order.
     pub(super) fn rows_of(&self, keys: &HashSet<&str>) -> Vec<Access> {
         let mut rows: Vec<Access> = self
             .seen
