@@ -22,6 +22,8 @@ pub struct Config {
     pub ingest: IngestConfig,
     /// Building the memory graph.
     pub graph: crate::graph::GraphConfig,
+    /// Archiving memories out of a graph's active part.
+    pub archive: crate::graph::ArchiveConfig,
     /// Answering queries.
     pub retrieve: crate::retrieve::RetrieveConfig,
     /// Where retrieval runs.
@@ -72,8 +74,9 @@ pub struct ServeConfig {
     pub body_timeout_ms: u64,
     /// How often the access history (when a search or a `get` last returned each memory, and
     /// how many have) is written to the store when nothing else is, in milliseconds (default
-    /// 60,000; also with every write, and when the service closes). A crash loses what was
-    /// recorded since.
+    /// 60,000; also with a write that rewrites a scope or compacts, and when the service
+    /// closes). A crash loses what was recorded since. Each such commit also brings back into
+    /// their scope's active graph the archived memories a search returned (`[archive]`).
     pub access_flush_ms: u64,
 }
 

@@ -21,7 +21,7 @@ use crate::embed::{EMBEDDING_DIM, Embedder};
 use crate::error::{Error, Result};
 use crate::graph::{Graph, GraphConfig, build_graph};
 use crate::ingest::{Loaded, load_path};
-use crate::retrieve::Memory;
+use crate::retrieve::{Archived, Memory};
 use crate::store::{Episode, Store, WriteTxn, Writer};
 
 /// What an ingest run did.
@@ -301,7 +301,83 @@ pub async fn stored_memory(store: &Store, conversation: &str, config: &Config) -
              ingest its source again, or run `myelin eval` on it"
         ))
     })?;
-    Memory::new(conversation, episodes, graph, config.retrieve.clone())
+    if config.archive.max_active_nodes == 0 {
+        return Memory::new(conversation, episodes, graph, config.retrieve.clone());
+    }
+    let stored = store.archived(conversation).await?;
+    let ids: Vec<&str> = episodes.iter().map(|e| e.turn_id.as_str()).collect();
+    let was = |id: &str| stored.contains_key(id);
+    let mut archived = archive_marks(config, &ids, &graph, &was, &HashMap::new());
+    if archived.over_bound {
+        // What the store kept leaves it over the bound (a lower bound than it was written
+        // with, an ingested conversation): the access history orders the rest.
+        let last: HashMap<String, DateTime<Utc>> = store
+            .accesses()
+            .await?
+            .into_iter()
+            .filter(|a| a.conversation == conversation)
+            .map(|a| (a.memory_id, a.at))
+            .collect();
+        archived = archive_marks(config, &ids, &graph, &was, &last);
+    }
+    drop(ids);
+    let memory = Memory::with_archived(conversation, episodes, graph, archived.marks, config.retrieve.clone())?;
+    tracing::debug!(
+        conversation,
+        archived = memory.archived_memories(),
+        active_nodes = memory.active_nodes(),
+        nodes = memory.graph().node_count(),
+        "archive"
+    );
+    Ok(memory)
+}
+
+/// Which episodes of a memory are archived ([`crate::graph::archive`]), and whether the ones
+/// `stored` names leave its active graph over `archive.max_active_nodes`.
+pub struct ArchiveMarks {
+    /// The marks: the memories `stored` names, and those [`crate::graph::archive::plan`]
+    /// added to bring the active graph within its bound.
+    pub marks: Archived,
+    /// The memories `stored` names alone leave the active graph over its bound.
+    pub over_bound: bool,
+}
+
+/// The archive marks of `episodes` (the ids of a memory's episodes, in conversation order;
+/// its whole graph is `graph`): the memories `stored` says are (by memory id), and while the
+/// active graph holds more than `archive.max_active_nodes` nodes, more memories, least recently
+/// used first: those never returned (`last` has no time for them) in conversation order, then
+/// the others by the time they were last returned. With no bound (0), none.
+pub fn archive_marks(
+    config: &Config,
+    episodes: &[&str],
+    graph: &Graph,
+    stored: &dyn Fn(&str) -> bool,
+    last: &HashMap<String, DateTime<Utc>>,
+) -> ArchiveMarks {
+    let mut marks = Archived { episodes: vec![false; episodes.len()], damping: config.graph.pagerank_damping };
+    if config.archive.max_active_nodes == 0 {
+        return ArchiveMarks { marks, over_bound: false };
+    }
+    // Each memory's passages: a run of episodes of one turn.
+    let mut memories: Vec<(Option<DateTime<Utc>>, std::ops::Range<usize>)> = Vec::new();
+    for (i, id) in episodes.iter().enumerate() {
+        let turn = turn_of(id);
+        match memories.last_mut() {
+            Some((_, r)) if turn_of(episodes[r.start]) == turn => r.end = i + 1,
+            _ => memories.push((last.get(turn).copied(), i..i + 1)),
+        }
+    }
+    for (_, r) in &memories {
+        if stored(turn_of(episodes[r.start])) {
+            marks.episodes[r.clone()].iter_mut().for_each(|m| *m = true);
+        }
+    }
+    // Stable: the never returned (`None`) first, in conversation order.
+    memories.sort_by_key(|(at, _)| *at);
+    let order: Vec<std::ops::Range<usize>> = memories.into_iter().map(|(_, r)| r).collect();
+    let archived =
+        crate::graph::archive::plan(graph, &mut marks.episodes, &order, config.graph.window, &config.archive);
+    ArchiveMarks { marks, over_bound: archived > 0 }
 }
 
 /// One part of a store as [`check_store`] found it.

@@ -2,7 +2,9 @@
 //! scope (its episodes, graph, node embeddings, BM25 index, propagation matrices and what the
 //! gates and the rerank read of each node), built from what the store returned
 //! ([`Memory::new`]) or grown by a write ([`Memory::extend`]), and [`Ctx`], what every stage
-//! of a query reads: the memory and the settings. Must not rank, embed text or touch the store.
+//! of a query reads: the memory and the settings. A memory some of whose episodes are archived
+//! (`graph::archive`) reads the active part of its graph and keeps the whole graph for the
+//! store. Must not rank, embed text, choose what to archive or touch the store.
 
 use std::sync::{Arc, OnceLock};
 
@@ -26,7 +28,15 @@ use crate::store::Episode;
 pub struct Memory {
     pub(super) conversation: String,
     pub(super) episodes: Vec<Episode>,
+    /// The graph retrieval reads: the active part of the stored graph when some episodes are
+    /// archived, else the stored graph itself.
     pub(super) graph: Graph,
+    /// The graph as stored, when some episodes are archived (`None`: it is `graph`).
+    pub(super) stored: Option<Arc<Graph>>,
+    /// Per episode: whether it is archived (out of the active graph, still in both indexes).
+    pub(super) archived: Vec<bool>,
+    /// Nodes of the active graph ([`Memory::active_nodes`]).
+    pub(super) active_nodes: usize,
     /// Node embeddings, `node_count × EMBEDDING_DIM`.
     pub(super) embeddings: Vec<f32>,
     pub(super) bm25: Bm25Index,
@@ -73,6 +83,16 @@ pub struct Memory {
     pub(super) config: RetrieveConfig,
 }
 
+/// Which episodes of a memory are archived (`graph::archive`), and the PageRank damping its
+/// active graph is ranked with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Archived {
+    /// Per episode, in conversation order.
+    pub episodes: Vec<bool>,
+    /// `graph.pagerank_damping`.
+    pub damping: f32,
+}
+
 /// What every stage of a query reads: the memory and the settings it retrieves with (the
 /// memory's own, [`Memory::cx`], or a request's, [`Memory::with_settings`]). The entrances of
 /// a query are its methods (`search.rs`).
@@ -87,6 +107,18 @@ pub struct Ctx<'a> {
 impl Memory {
     /// Builds the in-memory indices from what the store holds. `episodes` in conversation order.
     pub fn new(conversation: &str, episodes: Vec<Episode>, graph: Graph, config: RetrieveConfig) -> Result<Memory> {
+        let none = Archived { episodes: vec![false; episodes.len()], damping: 0.0 };
+        Memory::with_archived(conversation, episodes, graph, none, config)
+    }
+
+    /// [`Memory::new`] with the episodes `archived` marks out of the active graph.
+    pub fn with_archived(
+        conversation: &str,
+        episodes: Vec<Episode>,
+        graph: Graph,
+        archived: Archived,
+        config: RetrieveConfig,
+    ) -> Result<Memory> {
         config.validate()?;
         graph.check(conversation, episodes.len())?;
         let (embeddings, texts) = node_rows(conversation, &episodes, &graph, 0)?;
@@ -94,14 +126,15 @@ impl Memory {
         let terms: Vec<Vec<String>> = texts.iter().map(|t| analyzer.terms(t)).collect();
         let bm25 = Bm25Index::build(&terms, config.bm25_k1, config.bm25_b);
         let of_listener = episodes.iter().map(|e| speaks_of_listener(&e.text)).collect();
-        Memory::assemble(conversation, episodes, graph, embeddings, bm25, of_listener, config)
+        Memory::assemble(conversation, episodes, graph, archived, embeddings, bm25, of_listener, config)
     }
 
     /// This memory with `added` episodes after its own and `graph`, a later version of its
     /// graph that holds them (the serving API's builder after a write): [`Memory::new`] of all
     /// the episodes and `graph`, to the bit, without analysing again the text of the nodes the
     /// two graphs share (the first stretch of node ids) or copying their embeddings one by one.
-    pub fn extend(&self, added: Vec<Episode>, graph: Graph) -> Result<Memory> {
+    /// `graph` is the whole graph; `archived` marks the episodes out of its active part.
+    pub fn extend(&self, added: Vec<Episode>, graph: Graph, archived: Archived) -> Result<Memory> {
         let mut episodes = Vec::with_capacity(self.episodes.len() + added.len());
         episodes.extend_from_slice(&self.episodes);
         episodes.extend(added);
@@ -129,8 +162,16 @@ impl Memory {
         // The episodes it keeps keep their texts, so whom they speak of.
         let mut of_listener = self.of_listener.clone();
         of_listener.extend(episodes[self.episodes.len()..].iter().map(|e| speaks_of_listener(&e.text)));
-        let mut memory =
-            Memory::assemble(&self.conversation, episodes, graph, embeddings, bm25, of_listener, self.config.clone())?;
+        let mut memory = Memory::assemble(
+            &self.conversation,
+            episodes,
+            graph,
+            archived,
+            embeddings,
+            bm25,
+            of_listener,
+            self.config.clone(),
+        )?;
         memory.sparse_min_nodes = self.sparse_min_nodes;
         // The episodes it keeps keep their texts, so their counts.
         memory.tokens[..self.tokens.len()].clone_from_slice(&self.tokens);
@@ -139,15 +180,31 @@ impl Memory {
 
     /// The rest of a memory, from its node embeddings, lexical index and, per episode, whether
     /// it speaks of its listener.
+    #[allow(clippy::too_many_arguments)]
     fn assemble(
         conversation: &str,
         episodes: Vec<Episode>,
         graph: Graph,
+        archived: Archived,
         embeddings: Vec<f32>,
         bm25: Bm25Index,
         of_listener: Vec<bool>,
         config: RetrieveConfig,
     ) -> Result<Memory> {
+        if archived.episodes.len() != episodes.len() {
+            return Err(Error::InvalidArgument(format!(
+                "memory '{conversation}': {} archive marks for {} episodes",
+                archived.episodes.len(),
+                episodes.len()
+            )));
+        }
+        let (graph, stored, active_nodes) = if archived.episodes.contains(&true) {
+            let active = crate::graph::archive::active_nodes(&graph, &archived.episodes).iter().filter(|a| **a).count();
+            (graph.active(&archived.episodes, archived.damping), Some(Arc::new(graph)), active)
+        } else {
+            let n = graph.node_count();
+            (graph, None, n)
+        };
         let n = graph.node_count();
         let mut concept_episodes = vec![Vec::new(); n];
         for e in &graph.edges {
@@ -193,6 +250,9 @@ impl Memory {
             episodes,
             no_graph: Spreading::empty(n),
             graph,
+            stored,
+            archived: archived.episodes,
+            active_nodes,
             embeddings,
             bm25,
             concept_episodes,
@@ -215,9 +275,30 @@ impl Memory {
         &self.episodes
     }
 
-    /// Its graph.
+    /// The graph retrieval reads: the active part of [`Memory::stored_graph`] (all of it when
+    /// no episode is archived).
     pub fn graph(&self) -> &Graph {
         &self.graph
+    }
+
+    /// The whole graph, as the store keeps it (archived episodes' edges included).
+    pub fn stored_graph(&self) -> &Graph {
+        self.stored.as_deref().unwrap_or(&self.graph)
+    }
+
+    /// Per episode: whether it is archived.
+    pub fn archived(&self) -> &[bool] {
+        &self.archived
+    }
+
+    /// Memories (turns) archived.
+    pub fn archived_memories(&self) -> usize {
+        self.archived.iter().zip(&self.turns).enumerate().filter(|(i, (a, t))| **a && **t as usize == *i).count()
+    }
+
+    /// Nodes of the active graph: the episodes not archived and the concepts linked to one.
+    pub fn active_nodes(&self) -> usize {
+        self.active_nodes
     }
 
     /// The settings it was built with, and retrieves with unless a caller gives others
@@ -425,6 +506,31 @@ mod tests {
     use rand::SeedableRng;
     use rand::rngs::StdRng;
 
+    fn none(n: usize) -> Archived {
+        Archived { episodes: vec![false; n], damping: 0.85 }
+    }
+
+    #[test]
+    fn an_archived_episode_has_no_edges_yet_its_words_and_its_vector_find_it() {
+        let (texts, graphs) = crate::graph::build::growing_graphs(60);
+        let graph = graphs[graphs.len() - 1].clone();
+        let mut rng = StdRng::seed_from_u64(7);
+        let vectors = crate::graph::synthetic::unit_embeddings(texts.len(), &mut rng);
+        let episodes = episodes_of(&texts, &vectors);
+        let n = episodes.len();
+        let archived = Archived { episodes: (0..n).map(|i| i < 30).collect(), damping: 0.85 };
+        let m = Memory::with_archived("c", episodes, graph.clone(), archived, RetrieveConfig::default()).unwrap();
+        let node = m.episode_nodes[3];
+        assert!(graph.edges.iter().any(|e| e.src == node || e.dst == node), "episode 3 has edges when whole");
+        assert!(!m.graph.edges.iter().any(|e| e.src == node || e.dst == node), "and none when archived");
+        assert_eq!(m.archived_memories(), 30);
+        let query = Query::new(&mut Analyzer::new().unwrap(), &texts[3], vectors[3 * 384..4 * 384].to_vec()).unwrap();
+        for mode in [Mode::Bm25, Mode::Dense, Mode::Synapse] {
+            let r = m.retrieve(&query, mode).unwrap();
+            assert!(r.hits.iter().any(|h| h.episode == 3), "{mode:?}: {:?}", r.hits);
+        }
+    }
+
     #[test]
     fn a_damaged_embedding_is_refused_naming_its_node() {
         let (texts, graphs) = crate::graph::build::growing_graphs(30);
@@ -452,16 +558,31 @@ mod tests {
         let episodes = episodes_of(&texts, &vectors);
         let config = RetrieveConfig::default();
         let mut memory: Option<Memory> = None;
+        let mut some_archived = 0;
         for (k, graph) in graphs.iter().enumerate() {
             let n = graph.episode_count();
+            // Every other write archives the first third of the episodes.
+            let archived = Archived { episodes: (0..n).map(|i| k % 2 == 1 && i < n / 3).collect(), damping: 0.85 };
             let grown = match &memory {
-                None => Memory::new("c", episodes[..n].to_vec(), graph.clone(), config.clone()),
-                Some(m) => m.extend(episodes[m.episodes().len()..n].to_vec(), graph.clone()),
+                None => {
+                    Memory::with_archived("c", episodes[..n].to_vec(), graph.clone(), archived.clone(), config.clone())
+                }
+                Some(m) => m.extend(episodes[m.episodes().len()..n].to_vec(), graph.clone(), archived.clone()),
             }
             .unwrap();
-            let whole = Memory::new("c", episodes[..n].to_vec(), graph.clone(), config.clone()).unwrap();
+            let whole =
+                Memory::with_archived("c", episodes[..n].to_vec(), graph.clone(), archived.clone(), config.clone())
+                    .unwrap();
             assert_eq!(grown.episodes, whole.episodes, "write {k}");
             assert_eq!(grown.graph, whole.graph, "write {k}");
+            assert_eq!(grown.stored_graph(), graph, "write {k}");
+            assert_eq!(grown.archived(), archived.episodes.as_slice(), "write {k}");
+            if n / 3 > 0 && k % 2 == 1 {
+                some_archived += 1;
+                assert!(grown.graph.edges.len() < graph.edges.len(), "write {k}: archived episodes lose their edges");
+                assert_eq!(grown.archived_memories(), n / 3, "write {k}");
+                assert!(grown.active_nodes() < graph.node_count(), "write {k}");
+            }
             assert_eq!(grown.embeddings, whole.embeddings, "write {k}");
             assert_eq!(grown.bm25, whole.bm25, "write {k}");
             assert_eq!(grown.concept_episodes, whole.concept_episodes, "write {k}");
@@ -470,6 +591,7 @@ mod tests {
             memory = Some(grown);
         }
         assert_eq!(memory.map(|m| m.episodes.len()), Some(60));
+        assert!(some_archived > 2, "{some_archived} writes archived");
     }
 
     #[test]
@@ -481,7 +603,8 @@ mod tests {
         let config = RetrieveConfig { top_k: 20, max_context_tokens: Some(40), ..RetrieveConfig::default() };
         let n = graphs[graphs.len() - 2].episode_count();
         let first = Memory::new("c", episodes[..n].to_vec(), graphs[graphs.len() - 2].clone(), config).unwrap();
-        let memory = first.extend(episodes[n..].to_vec(), graphs[graphs.len() - 1].clone()).unwrap();
+        let memory =
+            first.extend(episodes[n..].to_vec(), graphs[graphs.len() - 1].clone(), none(episodes.len())).unwrap();
         let calls = std::cell::Cell::new(0);
         let words = |t: &str| {
             calls.set(calls.get() + 1);
@@ -509,7 +632,8 @@ mod tests {
         let r = first.retrieve(&query, Mode::Bm25).unwrap();
         let before = first.cx().hand_over(r.clone(), words).unwrap();
         let counted = calls.get();
-        let grown = first.extend(episodes[n..].to_vec(), graphs[graphs.len() - 1].clone()).unwrap();
+        let grown =
+            first.extend(episodes[n..].to_vec(), graphs[graphs.len() - 1].clone(), none(episodes.len())).unwrap();
         assert_eq!(grown.cx().hand_over(r, words).unwrap().hits, before.hits);
         assert_eq!(calls.get(), counted, "the extension counted nothing again");
     }

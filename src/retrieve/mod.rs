@@ -38,7 +38,7 @@ mod words;
 pub use config::{Gate, GnnConfig, RecencyConfig, RetrieveConfig};
 pub use gate::{KNOWING_DEPTH, KnowingFeatures, LearnedGate};
 pub use gpu::GpuBridge;
-pub use memory::{BOUNDS_GROUP, Ctx, Memory, SPARSE_NODES, episode_index};
+pub use memory::{Archived, BOUNDS_GROUP, Ctx, Memory, SPARSE_NODES, episode_index};
 pub use mode::{Baseline, Dynamics, Mode, Plan, Scoring};
 pub use person::speaks_of_listener;
 pub use query::{Lexical, Query};

@@ -70,6 +70,11 @@ impl AccessLog {
         self.seen.get(id).map(|(_, s)| *s)
     }
 
+    /// When each memory of scope `key` was last returned.
+    pub(super) fn last_of(&self, key: &str) -> HashMap<String, DateTime<Utc>> {
+        self.seen.iter().filter(|(_, (k, _))| k == key).map(|(id, (_, s))| (id.clone(), s.at)).collect()
+    }
+
     /// Whether something was recorded since the last flush.
     pub(super) fn is_dirty(&self) -> bool {
         !self.dirty.is_empty()

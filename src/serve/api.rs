@@ -232,6 +232,15 @@ pub struct Stats {
     /// update or an expiry (which rewrite a scope), or a first write that found no state it
     /// could resume (a store written before 2026-12-06, other graph settings, damage).
     pub builders_rebuilt: u64,
+    /// Memories in every scope, now.
+    pub memories: u64,
+    /// Of those, how many are archived out of their scope's active graph (`[archive]`): still
+    /// found by their words and vector, back in the graph when a search returns them.
+    pub archived: u64,
+    /// Nodes of every scope's graph (episodes and concepts), now.
+    pub nodes: u64,
+    /// Of those, how many are in the active graphs.
+    pub active_nodes: u64,
 }
 
 /// The memory whose passages are `passages` (its first passage first): their texts together.

@@ -30,11 +30,21 @@ impl Drop for BlockingService {
 impl BlockingService {
     /// [`Service::open`].
     pub fn open(root: &Path, config: Config) -> Result<BlockingService> {
+        BlockingService::start(Service::open(root, config))
+    }
+
+    /// [`Service::open_read_only`].
+    pub fn open_read_only(root: &Path, config: Config) -> Result<BlockingService> {
+        BlockingService::start(Service::open_read_only(root, config))
+    }
+
+    /// The service `opening` gives, on a runtime of its own.
+    fn start(opening: impl std::future::Future<Output = Result<Service>>) -> Result<BlockingService> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
             .map_err(|e| Error::io("<tokio runtime>", e))?;
-        let service = runtime.block_on(Service::open(root, config))?;
+        let service = runtime.block_on(opening)?;
         Ok(BlockingService { runtime, service })
     }
 

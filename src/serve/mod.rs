@@ -20,7 +20,8 @@
 //!   one ranking dispatch, and owns the GPU queue and the resident graphs.
 //!
 //! Files: `scope.rs` (a memory's scope, metadata and client times, below the rest), `api.rs`
-//! (the types agents see), `access.rs` (when each memory was last returned), `filter.rs` (mem0's filters: which memories a
+//! (the types agents see), `access.rs` (when each memory was last returned), `archive.rs`
+//! (which memories a write archives or restores), `filter.rs` (mem0's filters: which memories a
 //! request reads, across scopes), `wire.rs` (mem0's wire format, for `http`), `writer.rs` (the write path), `blocking.rs` (the
 //! facade without async), `searcher.rs` (the search thread); the [`Service`] handle is here.
 //! Owns scopes, memory ids, the write path of the API and the in-memory index of every scope.
@@ -28,6 +29,7 @@
 
 mod access;
 mod api;
+mod archive;
 mod blocking;
 pub mod filter;
 #[cfg(feature = "server")]

@@ -10,6 +10,7 @@ use tokio::sync::{RwLock, mpsc, oneshot};
 
 use super::access::AccessLog;
 use super::api::*;
+use super::archive::archived_of;
 use super::filter::{Filter, Selected, select};
 use super::labels::*;
 use super::searcher::*;
@@ -159,12 +160,18 @@ impl Service {
             }
         }
         let access = AccessLog::from_rows(store.accesses().await?, |id| ids.contains_key(id));
+        let mut archived_at = HashMap::new();
+        for (key, m) in scopes.iter().filter(|(_, m)| m.archived_memories() > 0) {
+            archived_at.insert(key.clone(), archived_of(m, &store.archived(key).await?));
+        }
+        counters.gauge(&scopes);
         let inner = Arc::new(Inner {
             counters,
             root: root.to_path_buf(),
             labels: std::sync::Mutex::new(labels),
             stored_labels: std::sync::Mutex::new(stored_labels),
             access: std::sync::Mutex::new(access),
+            archived_at: std::sync::Mutex::new(archived_at),
             config,
             background,
             backend,
@@ -507,6 +514,7 @@ impl Inner {
         if shrank {
             let _ = searcher.send(Msg::Compact);
         }
+        self.counters.gauge(&*self.scopes.read().await);
         *self.loaded.write().await = summaries;
         let generation = store.generation();
         *self.store.write().await = store;

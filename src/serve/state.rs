@@ -14,12 +14,15 @@ use super::api::*;
 use super::labels::*;
 use crate::config::Config;
 use crate::conversation::{SourceFormat, turn_of};
-use crate::embed::Embedder;
+use crate::embed::{EMBEDDING_DIM, Embedder};
 use crate::error::{Error, Result};
 use crate::pipeline::stored_memory;
 use crate::retrieve::Memory;
 use crate::retrieve::engine::Choice;
 use crate::store::{ConversationSummary, Store, Writer};
+
+/// Scope key → memory id → when it was archived, as the store's history says.
+pub(super) type ArchivedAt = HashMap<String, HashMap<String, chrono::DateTime<chrono::Utc>>>;
 
 /// The counters behind [`Stats`], shared by the writer and the search thread.
 #[derive(Debug, Default)]
@@ -35,6 +38,11 @@ pub(super) struct Counters {
     pub(super) hand_over_us: AtomicU64,
     pub(super) builders_resumed: AtomicU64,
     pub(super) builders_rebuilt: AtomicU64,
+    /// Gauges, set after each commit or reload ([`Counters::gauge`]).
+    pub(super) memories: AtomicU64,
+    pub(super) archived: AtomicU64,
+    pub(super) nodes: AtomicU64,
+    pub(super) active_nodes: AtomicU64,
 }
 
 impl Counters {
@@ -61,6 +69,26 @@ impl Counters {
             hand_over_us: get(&self.hand_over_us),
             builders_resumed: get(&self.builders_resumed),
             builders_rebuilt: get(&self.builders_rebuilt),
+            memories: get(&self.memories),
+            archived: get(&self.archived),
+            nodes: get(&self.nodes),
+            active_nodes: get(&self.active_nodes),
+        }
+    }
+
+    /// Sets the gauges from the scopes as committed.
+    pub(super) fn gauge(&self, scopes: &HashMap<String, Arc<Memory>>) {
+        let (mut memories, mut archived, mut nodes, mut active) = (0, 0, 0, 0);
+        for m in scopes.values() {
+            memories += m.turns().iter().enumerate().filter(|(i, t)| **t as usize == *i).count() as u64;
+            archived += m.archived_memories() as u64;
+            nodes += m.graph().node_count() as u64;
+            active += m.active_nodes() as u64;
+        }
+        for (gauge, v) in
+            [(&self.memories, memories), (&self.archived, archived), (&self.nodes, nodes), (&self.active_nodes, active)]
+        {
+            gauge.store(v, Ordering::Relaxed);
         }
     }
 }
@@ -92,9 +120,37 @@ pub(super) struct Inner {
     pub(super) stored_labels: std::sync::Mutex<HashMap<String, std::collections::HashSet<String>>>,
     /// When each memory was last returned ([`AccessLog`]).
     pub(super) access: std::sync::Mutex<AccessLog>,
+    /// What the store's archive holds: scope key → memory id → when archived (`serve::archive`).
+    pub(super) archived_at: std::sync::Mutex<ArchivedAt>,
 }
 
 impl Inner {
+    /// Label embeddings, from the cache where it has them.
+    pub(super) fn embed_labels(&self, labels: &[String]) -> Result<Vec<f32>> {
+        let poisoned = || Error::Batch("label cache poisoned".into());
+        let missing: Vec<String> = {
+            let cache = self.labels.lock().map_err(|_| poisoned())?;
+            let mut m: Vec<String> = labels.iter().filter(|l| !cache.contains(l)).cloned().collect();
+            m.sort();
+            m.dedup();
+            m
+        };
+        let fresh = if missing.is_empty() { Vec::new() } else { self.background.embed(&missing)? };
+        let mut cache = self.labels.lock().map_err(|_| poisoned())?;
+        let mut out = Vec::with_capacity(labels.len() * EMBEDDING_DIM);
+        let fresh: HashMap<&str, &[f32]> =
+            missing.iter().map(String::as_str).zip(fresh.chunks_exact(EMBEDDING_DIM)).collect();
+        for l in labels {
+            let v = match fresh.get(l.as_str()) {
+                Some(v) => v.to_vec(),
+                None => cache.get(l).ok_or_else(|| Error::Batch(format!("label '{l}' left the cache")))?,
+            };
+            out.extend_from_slice(&v);
+            cache.insert(l.clone(), v);
+        }
+        Ok(out)
+    }
+
     /// Whether the access history holds records the store lacks.
     pub(super) fn access_unwritten(&self) -> bool {
         self.access.lock().is_ok_and(|log| log.is_dirty())

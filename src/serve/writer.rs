@@ -12,15 +12,16 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::access::AccessWrite;
 use super::api::*;
+use super::archive::Recall;
 use super::searcher::*;
 use super::state::*;
 use crate::conversation::{EmbedText, SourceFormat, passage_id, turn_of};
 use crate::embed::EMBEDDING_DIM;
 use crate::error::{Error, Result};
 use crate::graph::build::LabelEmbedder;
-use crate::graph::{BuilderState, GraphBuilder, labels_of};
+use crate::graph::{BuilderState, Graph, GraphBuilder, labels_of};
 use crate::progress::Lap;
-use crate::retrieve::Memory;
+use crate::retrieve::{Archived, Memory};
 use crate::store::{ConversationSummary, Episode, HistoryEvent, Table};
 
 /// A change the writer applies.
@@ -120,6 +121,8 @@ pub(super) struct Built {
     /// Concept labels to store for the scope with their embeddings: every label its graph
     /// takes when `rewrite` (its rows are written anew), else the ones the store lacks.
     pub(super) labels: Vec<(String, Vec<f32>)>,
+    /// The scope's memories archived or restored by this group (`ARCHIVE`, `RESTORE`).
+    pub(super) events: Vec<HistoryEvent>,
 }
 
 /// The writer: takes every write waiting (up to `serve.max_write_batch`) as one group and
@@ -401,9 +404,14 @@ impl Inner {
             return;
         }
         let flush = accepted.iter().any(|(_, done)| matches!(done, Done::Flushed));
+        // Archived memories a search returned since go back into their scope's active graph.
+        let mut recall = self.recall(touched.keys()).await;
+        for key in recall.keys() {
+            self.pending(&mut touched, key).await;
+        }
         // A scope that lost episodes is rebuilt: its builder holds them. A scope written first
         // since the service opened resumes the builder the store kept for it.
-        let mut work: Vec<(String, Pending, Start)> = Vec::with_capacity(touched.len());
+        let mut work: Vec<(String, Pending, Start, Recall)> = Vec::with_capacity(touched.len());
         for (k, p) in touched {
             let start = match builders.remove(&k) {
                 _ if p.rewrite => Start::Fresh,
@@ -418,14 +426,16 @@ impl Inner {
                 },
                 None => Start::Fresh,
             };
-            work.push((k, p, start));
+            work.push((k.clone(), p, start, recall.remove(&k).unwrap_or_default()));
         }
         let inner = self.clone();
         let t_build = std::time::Instant::now();
         let built = match cpu(move || {
             use rayon::prelude::*;
             inner.background.install(|| {
-                work.into_par_iter().map(|(key, p, start)| inner.build_scope(key, p, start)).collect::<Result<Vec<_>>>()
+                work.into_par_iter()
+                    .map(|(key, p, start, recall)| inner.build_scope(key, p, start, recall))
+                    .collect::<Result<Vec<_>>>()
             })
         })
         .await
@@ -433,6 +443,7 @@ impl Inner {
             Ok(built) => {
                 let build_ms = t_build.elapsed().as_secs_f64() * 1e3;
                 let t_store = std::time::Instant::now();
+                events.extend(built.iter().flat_map(|b| b.events.iter().cloned()));
                 let stored = self.store_group(built, &events, flush).await;
                 tracing::debug!(embed_ms, build_ms, store_ms = t_store.elapsed().as_secs_f64() * 1e3, "commit");
                 stored
@@ -466,9 +477,11 @@ impl Inner {
             for e in &events {
                 match e.event.as_str() {
                     "ADD" | "UPDATE" => ids.insert(e.memory_id.clone(), e.conversation.clone()),
+                    "ARCHIVE" | "RESTORE" => None,
                     _ => ids.remove(&e.memory_id),
                 };
             }
+            self.archived_changed(&events);
             let mut scopes = self.scopes.write().await;
             for b in built {
                 let memory = b.memory.map(Arc::new);
@@ -486,6 +499,7 @@ impl Inner {
         if purge {
             let _ = searcher.send(Msg::Compact);
         }
+        self.counters.gauge(&*self.scopes.read().await);
         Counters::add(&self.counters.commits, 1);
         Counters::add(&self.counters.writes, accepted.len());
         for (reply, done) in accepted {
@@ -513,8 +527,14 @@ impl Inner {
     /// The memory of a scope after a group: its builder takes the new episodes (all of them,
     /// on a fresh builder, when the scope has none or lost episodes), and its memory grows by
     /// them ([`Memory::extend`]) unless it lost some.
-    pub(super) fn build_scope(&self, key: String, mut p: Pending, start: Start) -> Result<Built> {
+    pub(super) fn build_scope(&self, key: String, mut p: Pending, start: Start, recall: Recall) -> Result<Built> {
         let (stored, rewrite, base) = (p.stored, p.rewrite, p.base.clone());
+        let mut events = Vec::new();
+        let mut archive = |graph: &Graph, ids: &[&str]| {
+            let (marks, e) = self.archive(&key, base.as_deref(), ids, graph, &recall);
+            events = e;
+            marks
+        };
         // Every label the graph asks for, to store those the store lacks.
         let mut taken: Vec<String> = Vec::new();
         let mut embed = |labels: &[String]| {
@@ -531,10 +551,14 @@ impl Inner {
             let mut builder = self.fresh_builder(episodes, &[], &mut embed)?;
             Counters::add(&self.counters.builders_rebuilt, 1);
             let (graph, state) = builder.snapshot(&mut embed)?;
-            let memory = Memory::new(&key, std::mem::take(episodes), graph, self.config.retrieve.clone())?;
+            let ids: Vec<&str> = episodes.iter().map(|e| e.turn_id.as_str()).collect();
+            let marks = archive(&graph, &ids);
+            drop(ids);
+            let episodes = std::mem::take(episodes);
+            let memory = Memory::with_archived(&key, episodes, graph, marks, self.config.retrieve.clone())?;
             (Some(memory), Some(builder), Some(state))
         } else {
-            let (memory, builder, state) = self.grow_scope(&key, &p, base.as_ref(), start, &mut embed)?;
+            let (memory, builder, state) = self.grow_scope(&key, &p, base.as_ref(), start, &mut embed, &mut archive)?;
             (Some(memory), Some(builder), Some(state))
         };
         taken.sort();
@@ -547,7 +571,7 @@ impl Inner {
         }
         let vectors = if taken.is_empty() { Vec::new() } else { self.embed_labels(&taken)? };
         let labels = taken.into_iter().zip(vectors.chunks_exact(EMBEDDING_DIM).map(<[f32]>::to_vec)).collect();
-        Ok(Built { key, memory, base, builder, state, stored, rewrite, labels })
+        Ok(Built { key, memory, base, builder, state, stored, rewrite, labels, events })
     }
 
     /// A scope that only grew: its builder (resumed from the state the store kept, or a fresh
@@ -560,13 +584,14 @@ impl Inner {
         base: Option<&Arc<Memory>>,
         start: Start,
         embed: &mut LabelEmbedder<'_>,
+        archive: &mut dyn FnMut(&Graph, &[&str]) -> Archived,
     ) -> Result<(Memory, GraphBuilder, BuilderState)> {
         let added = p.added();
         let resumed = match (start, base) {
             (Start::Builder(b), _) => Some(*b),
             (Start::Resume(state), Some(m)) => {
                 let episode = |e: u32| m.episodes().get(e as usize).map(|e| (e.embedding_text(), e.timestamp));
-                match GraphBuilder::resume(self.config.graph.clone(), m.graph(), &state, &episode, embed) {
+                match GraphBuilder::resume(self.config.graph.clone(), m.stored_graph(), &state, &episode, embed) {
                     Ok(b) => {
                         Counters::add(&self.counters.builders_resumed, 1);
                         Some(b)
@@ -597,9 +622,12 @@ impl Inner {
         lap.mark("push");
         let (graph, state) = builder.snapshot(embed)?;
         lap.mark("snapshot");
+        let ids: Vec<&str> = base.iter().flat_map(|m| m.episodes()).chain(added).map(|e| e.turn_id.as_str()).collect();
+        let marks = archive(&graph, &ids);
+        drop(ids);
         let memory = match base {
-            Some(m) => m.extend(added.to_vec(), graph)?,
-            None => Memory::new(key, added.to_vec(), graph, self.config.retrieve.clone())?,
+            Some(m) => m.extend(added.to_vec(), graph, marks)?,
+            None => Memory::with_archived(key, added.to_vec(), graph, marks, self.config.retrieve.clone())?,
         };
         lap.mark("extend");
         tracing::debug!(stages = %lap, "grow");
@@ -702,8 +730,10 @@ impl Inner {
         let mut whole: Vec<(&str, &crate::graph::Graph, &[&str])> = Vec::new();
         for ((b, m), ids) in live.iter().zip(&ids) {
             match (&b.base, b.rewrite) {
-                (Some(old), false) => grown.push((b.key.as_str(), old.graph(), m.graph(), ids.as_slice())),
-                _ => whole.push((b.key.as_str(), m.graph(), ids.as_slice())),
+                (Some(old), false) => {
+                    grown.push((b.key.as_str(), old.stored_graph(), m.stored_graph(), ids.as_slice()))
+                }
+                _ => whole.push((b.key.as_str(), m.stored_graph(), ids.as_slice())),
             }
         }
         txn.update_graphs(&grown).await?;
@@ -757,32 +787,6 @@ impl Inner {
             }
         }
         Ok(built)
-    }
-
-    /// Label embeddings, from the cache where it has them.
-    pub(super) fn embed_labels(&self, labels: &[String]) -> Result<Vec<f32>> {
-        let poisoned = || Error::Batch("label cache poisoned".into());
-        let missing: Vec<String> = {
-            let cache = self.labels.lock().map_err(|_| poisoned())?;
-            let mut m: Vec<String> = labels.iter().filter(|l| !cache.contains(l)).cloned().collect();
-            m.sort();
-            m.dedup();
-            m
-        };
-        let fresh = if missing.is_empty() { Vec::new() } else { self.background.embed(&missing)? };
-        let mut cache = self.labels.lock().map_err(|_| poisoned())?;
-        let mut out = Vec::with_capacity(labels.len() * EMBEDDING_DIM);
-        let fresh: HashMap<&str, &[f32]> =
-            missing.iter().map(String::as_str).zip(fresh.chunks_exact(EMBEDDING_DIM)).collect();
-        for l in labels {
-            let v = match fresh.get(l.as_str()) {
-                Some(v) => v.to_vec(),
-                None => cache.get(l).ok_or_else(|| Error::Batch(format!("label '{l}' left the cache")))?,
-            };
-            out.extend_from_slice(&v);
-            cache.insert(l.clone(), v);
-        }
-        Ok(out)
     }
 }
 

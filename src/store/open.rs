@@ -562,6 +562,51 @@ impl Store {
         Ok(out)
     }
 
+    /// The memories of `conversation` archived out of its active graph, with when: those whose
+    /// latest `ARCHIVE` or `RESTORE` in the history is an `ARCHIVE`.
+    pub async fn archived(&self, conversation: &str) -> Result<HashMap<String, DateTime<Utc>>> {
+        Ok(self.archive_state(Some(conversation)).await?.into_iter().map(|(id, (_, at))| (id, at)).collect())
+    }
+
+    /// How many memories of each conversation are archived ([`Store::archived`]).
+    pub async fn archived_counts(&self) -> Result<BTreeMap<String, usize>> {
+        let mut counts = BTreeMap::new();
+        for (conversation, _) in self.archive_state(None).await?.into_values() {
+            *counts.entry(conversation).or_default() += 1;
+        }
+        Ok(counts)
+    }
+
+    /// Memory id → (conversation, when archived), for the archived memories of `conversation`
+    /// (of every conversation with `None`).
+    async fn archive_state(&self, conversation: Option<&str>) -> Result<HashMap<String, (String, DateTime<Utc>)>> {
+        let mut filter = in_filter("event", &["ARCHIVE", "RESTORE"]);
+        if let Some(c) = conversation {
+            filter = format!("{} AND {filter}", eq_filter("conversation", c));
+        }
+        let mut events: Vec<(i64, String, String, bool)> = Vec::new();
+        for batch in self.scan_where(Table::History, Some(filter)).await? {
+            let (memory_id, event, at) =
+                (str_col(&batch, "memory_id")?, str_col(&batch, "event")?, ts_col(&batch, "at")?);
+            let conversation = str_col(&batch, "conversation")?;
+            for r in 0..batch.num_rows() {
+                let (id, c) = (memory_id.value(r).to_string(), conversation.value(r).to_string());
+                events.push((at.value(r), id, c, event.value(r) == "ARCHIVE"));
+            }
+        }
+        // Stable: of one memory's events at the same time, the one written last wins.
+        events.sort_by_key(|e| e.0);
+        let mut archived = HashMap::new();
+        for (at, id, c, archive) in events {
+            if archive {
+                archived.insert(id, (c, DateTime::from_timestamp_micros(at).unwrap_or_default()));
+            } else {
+                archived.remove(&id);
+            }
+        }
+        Ok(archived)
+    }
+
     /// The `embedding` column of a batch of `table`: a fixed-size list, or (nodes) a list.
     fn embedding_col<'a>(&self, batch: &'a RecordBatch, table: Table) -> Result<EmbeddingCol<'a>> {
         let column = batch

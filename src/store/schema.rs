@@ -163,7 +163,8 @@ impl Table {
             Table::History => vec![
                 Field::new("memory_id", DataType::Utf8, false),
                 Field::new("conversation", DataType::Utf8, false),
-                // "ADD", "UPDATE", "DELETE" or "EXPIRE".
+                // "ADD", "UPDATE", "DELETE", "EXPIRE", or "ARCHIVE" / "RESTORE" (out of and back into
+                // its scope's active graph, `serve::archive`).
                 Field::new("event", DataType::Utf8, false),
                 Field::new("at", ts, false),
             ],

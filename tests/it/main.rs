@@ -7,6 +7,7 @@ compile_error!(
     "the integration tests need the `testing` feature: run scripts/test.sh, or cargo test --features testing"
 );
 
+mod archive;
 mod cli;
 mod clients;
 mod common;

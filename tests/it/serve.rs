@@ -939,7 +939,7 @@ fn long_messages_are_stored_as_passages_and_served_whole() {
 /// derived again from the stored edges) exactly as before it, scores to the bit.
 #[test]
 fn a_scope_grown_write_by_write_answers_the_same_after_a_restart() {
-    use myelin::serve::{BlockingService, Scope, SearchRequest};
+    use myelin::serve::{BlockingService, Scope};
     let Some((messages, questions)) = locomo_messages(90) else { return };
     let dir = tempfile::tempdir().expect("tempdir");
     let store = dir.path().join("store");
@@ -958,28 +958,7 @@ fn a_scope_grown_write_by_write_answers_the_same_after_a_restart() {
     };
     let service = BlockingService::open(&store, myelin::config::Config::default()).expect("open");
     grow(&service);
-    let ask = |service: &BlockingService| -> Vec<serde_json::Value> {
-        questions
-            .iter()
-            .take(12)
-            .map(|q| {
-                let request = SearchRequest {
-                    query: q.clone(),
-                    scope: scope.clone(),
-                    top_k: Some(10),
-                    ..SearchRequest::default()
-                };
-                let mut v = serde_json::to_value(service.search(&request).expect("search")).expect("json");
-                // The access history goes on across the restart; the answers are what is compared.
-                for r in v["results"].as_array_mut().expect("results") {
-                    let r = r.as_object_mut().expect("a memory");
-                    r.remove("last_accessed_at");
-                    r.remove("access_count");
-                }
-                v
-            })
-            .collect()
-    };
+    let ask = |service: &BlockingService| answers(service, &scope, &questions[..12]);
     let before = ask(&service);
     assert!(before.iter().all(|r| !r["results"].as_array().expect("results").is_empty()));
     drop(service);
@@ -1012,7 +991,34 @@ fn a_scope_grown_write_by_write_answers_the_same_after_a_restart() {
     assert_eq!(found(ask(&never_stopped)), found(after), "a resumed builder grows as one that never stopped");
 }
 
-fn locomo_messages(n: usize) -> Option<(Vec<myelin::serve::Message>, Vec<String>)> {
+/// Answers to `queries` (top 10) in `scope`, without the access history, which goes on across
+/// restarts: the answers are what tests compare.
+pub(crate) fn answers(
+    service: &myelin::serve::BlockingService,
+    scope: &myelin::serve::Scope,
+    queries: &[String],
+) -> Vec<Value> {
+    queries
+        .iter()
+        .map(|q| {
+            let request = myelin::serve::SearchRequest {
+                query: q.clone(),
+                scope: scope.clone(),
+                top_k: Some(10),
+                ..Default::default()
+            };
+            let mut v = serde_json::to_value(service.search(&request).expect("search")).expect("json");
+            for r in v["results"].as_array_mut().expect("results") {
+                let r = r.as_object_mut().expect("a memory");
+                r.remove("last_accessed_at");
+                r.remove("access_count");
+            }
+            v
+        })
+        .collect()
+}
+
+pub(crate) fn locomo_messages(n: usize) -> Option<(Vec<myelin::serve::Message>, Vec<String>)> {
     let data = crate::common::datasets()?;
     let loaded =
         myelin::ingest::load_path(&data.join("locomo/locomo10-dev.json"), &Default::default()).expect("locomo");

@@ -1,4 +1,5 @@
-//! `myelin stats`: the conversations of a store with their counts, versions and size.
+//! `myelin stats`: the conversations of a store with their counts (archived memories too),
+//! versions and size.
 //!
 //! Owns opening the store read-only for it. Must not format the table (render does).
 
@@ -19,5 +20,6 @@ pub async fn show(store_dir: &Path, json: bool) -> anyhow::Result<()> {
     let store = Store::open(store_dir).await?;
     let info = store.info().await?;
     let conversations = store.conversations().await?;
-    render::stats(&info, &conversations, json)
+    let archived = store.archived_counts().await?;
+    render::stats(&info, &conversations, &archived, json)
 }

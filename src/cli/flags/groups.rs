@@ -247,6 +247,16 @@ pub struct RetrieveFlags {
     /// Smallest memory, in nodes, searched through a dense index [retrieve.index.min_nodes].
     #[arg(long)]
     pub index_min_nodes: Option<usize>,
+    /// Most nodes of a graph's active part; past it, the least recently used memories are
+    /// archived out of it (0: no bound) [archive.max_active_nodes].
+    #[arg(long)]
+    pub max_active_nodes: Option<usize>,
+    /// Newest windows of episodes never archived, W [archive.keep_windows].
+    #[arg(long)]
+    pub archive_keep_windows: Option<usize>,
+    /// Share of the bound archival frees beyond it when it runs [archive.slack].
+    #[arg(long)]
+    pub archive_slack: Option<f32>,
 }
 
 impl RetrieveFlags {
@@ -262,6 +272,9 @@ impl RetrieveFlags {
              decay => a.decay, top_m => a.inhibition_top_m, beta => a.inhibition_beta, gamma => a.sigmoid_gamma,
              theta => a.sigmoid_theta, rho => a.rho, gnn_pool => r.gnn.pool, gnn_model => r.gnn.model,
              recency_weight => r.recency.weight, recency_form => r.recency.form, recency_half_life_days => r.recency.half_life_days);
+        let archive = &mut config.archive;
+        set!(max_active_nodes => archive.max_active_nodes, archive_keep_windows => archive.keep_windows, archive_slack => archive.slack);
+        archive.validate()?;
         if let Some(b) = self.backend {
             config.gpu.backend = b;
         }

@@ -53,18 +53,25 @@ pub fn ingest(s: &IngestSummary, as_json: bool) -> anyhow::Result<()> {
 }
 
 /// The conversations of a store and its versions: JSON, or a table and a line.
-pub fn stats(info: &StoreInfo, conversations: &[ConversationSummary], as_json: bool) -> anyhow::Result<()> {
+/// `archived`: archived memories per conversation (none: absent).
+pub fn stats(
+    info: &StoreInfo,
+    conversations: &[ConversationSummary],
+    archived: &std::collections::BTreeMap<String, usize>,
+    as_json: bool,
+) -> anyhow::Result<()> {
     if as_json {
-        return json(&serde_json::json!({ "store": info, "conversations": conversations }));
+        return json(&serde_json::json!({ "store": info, "conversations": conversations, "archived": archived }));
     }
     let mut t = table();
-    t.set_header(vec!["conversation", "format", "sessions", "turns", "questions", "unresolved evidence"]);
+    t.set_header(vec!["conversation", "format", "sessions", "turns", "archived", "questions", "unresolved evidence"]);
     for c in conversations {
         t.add_row(vec![
             c.id.clone(),
             c.format.clone(),
             c.sessions.to_string(),
             c.turns.to_string(),
+            archived.get(&c.id).copied().unwrap_or(0).to_string(),
             c.questions.to_string(),
             c.unresolved_evidence.to_string(),
         ]);
