@@ -12,6 +12,8 @@
 # a store of an earlier history over the same filler saves most of the embedding time (the
 # ingest time reported is then not a cold one). SCALE_WORK keeps histories and stores; with
 # KEEP=1 an earlier run's history and stores there are evaluated again without rebuilding.
+# ARCHIVE=<nodes> evaluates both with that bound on the active graph (--max-active-nodes; the
+# same stores: archival applies when a memory is opened).
 # Needs a release build (or MYELIN_BIN), /usr/bin/time, $MYELIN_DATASETS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +31,7 @@ WORK="${SCALE_WORK:-$(mktemp -d)}"
 mkdir -p "$OUT"
 CONVS=()
 for i in $(seq "$FIRST" "$LAST"); do CONVS+=("$DATA/beam/100K/$i"); done
-echo "$(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(free -g | awk '/Mem:/{print $2}') GiB; $(date -u +%Y-%m-%dT%H:%MZ); $(git rev-parse --short HEAD 2>/dev/null || echo unknown); $BIN; conversations $FIRST-$LAST; reuse: ${REUSE:-none}; keep: ${KEEP:-0}" > "$OUT/SETUP.txt"
+echo "$(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(free -g | awk '/Mem:/{print $2}') GiB; $(date -u +%Y-%m-%dT%H:%MZ); $(git rev-parse --short HEAD 2>/dev/null || echo unknown); $BIN; conversations $FIRST-$LAST; reuse: ${REUSE:-none}; keep: ${KEEP:-0}; archive: ${ARCHIVE:-none}" > "$OUT/SETUP.txt"
 hist="$WORK/history/many"
 big="$WORK/store-history"
 alone="$WORK/store-alone"
@@ -50,10 +52,10 @@ MODES=synapse,dense,bm25,rrf
 for profile in default beam; do
   cfg=(); [ "$profile" = beam ] && cfg=(--config config/beam.toml)
   "$BIN" --quiet --store "$big" "${cfg[@]}" eval beam "$hist" --modes "$MODES" --backend cpu \
-    --json "$OUT/eval-history-$profile.json" --per-question "$OUT/questions-history-$profile.jsonl" > "$OUT/eval-history-$profile.txt"
+    ${ARCHIVE:+--max-active-nodes "$ARCHIVE"} --json "$OUT/eval-history-$profile.json" --per-question "$OUT/questions-history-$profile.jsonl" > "$OUT/eval-history-$profile.txt"
   "$BIN" --quiet --store "$alone" "${cfg[@]}" eval beam "$DATA/beam/100K" \
     --conversations "$(seq -s, -f 'beam-100K-%g' "$FIRST" "$LAST")" --modes "$MODES" --backend cpu \
-    --json "$OUT/eval-alone-$profile.json" --per-question "$OUT/questions-alone-$profile.jsonl" > "$OUT/eval-alone-$profile.txt"
+    ${ARCHIVE:+--max-active-nodes "$ARCHIVE"} --json "$OUT/eval-alone-$profile.json" --per-question "$OUT/questions-alone-$profile.jsonl" > "$OUT/eval-alone-$profile.txt"
 done
 echo "== dense index against the scan ..." >&2
 id="$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["conversations"][0])' "$OUT/eval-history-beam.json")"

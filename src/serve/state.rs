@@ -166,15 +166,17 @@ impl Inner {
         }
     }
 
-    /// `items`, which an answer returns, with their access history; then recorded as returned.
+    /// `items`, which an answer returns, with their access history; then recorded as returned,
+    /// under one lock, so that no other answer is recorded in between.
     pub(super) fn returned(&self, items: &mut [MemoryItem]) {
-        self.with_access(items);
+        let Ok(mut log) = self.access.lock() else { return };
         let now = chrono::Utc::now();
-        if let Ok(mut log) = self.access.lock() {
-            for it in items.iter() {
-                if let Ok(key) = it.scope.key() {
-                    log.record(&key, [it.id.as_str()], now);
-                }
+        for it in items.iter_mut() {
+            if let Some(seen) = log.get(&it.id) {
+                (it.last_accessed_at, it.access_count) = (Some(seen.at), seen.count);
+            }
+            if let Ok(key) = it.scope.key() {
+                log.record(&key, [it.id.as_str()], now);
             }
         }
     }
