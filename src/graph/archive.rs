@@ -89,11 +89,10 @@ pub fn active_nodes(graph: &Graph, archived: &[bool]) -> Vec<bool> {
 }
 
 impl Graph {
-    /// This graph's active part when the episodes `archived` marks are archived: the same
-    /// nodes and concepts, the edges between active nodes ([`active_nodes`]), PageRank over
-    /// those. With nothing archived, the graph itself.
-    pub fn active(&self, archived: &[bool], damping: f32) -> Graph {
-        let active = active_nodes(self, archived);
+    /// This graph's active part, `active` marking its active nodes ([`active_nodes`]): the
+    /// same nodes and concepts, the edges between active nodes, PageRank over those. With
+    /// every node active, the graph itself.
+    pub fn active(&self, active: &[bool], damping: f32) -> Graph {
         let mut graph = Graph {
             nodes: self.nodes.clone(),
             concepts: self.concepts.clone(),
@@ -207,7 +206,7 @@ mod tests {
         let mut archived = vec![true, false, true, false, false, false];
         let active = active_nodes(&g, &archived);
         assert_eq!(active, vec![false, true, false, true, true, true, true, false]);
-        let a = g.active(&archived, 0.85);
+        let a = g.active(&active, 0.85);
         assert_eq!((a.nodes.len(), a.concepts.len()), (8, 2));
         // Only edges between active nodes: the temporal 3→4, 4→5 and concept 6 ↔ episode 1.
         let mut kept: Vec<(u32, u32)> = a.edges.iter().map(|e| (e.src, e.dst)).collect();
@@ -218,7 +217,7 @@ mod tests {
         archived[1] = true;
         assert!(!active_nodes(&g, &archived)[6]);
         // Nothing archived: the same edges and PageRank.
-        let none = g.active(&[false; 6], 0.85);
+        let none = g.active(&active_nodes(&g, &[false; 6]), 0.85);
         assert_eq!((none.edges, none.pagerank), (g.edges.clone(), g.pagerank.clone()));
     }
 

@@ -199,8 +199,9 @@ impl Memory {
             )));
         }
         let (graph, stored, active_nodes) = if archived.episodes.contains(&true) {
-            let active = crate::graph::archive::active_nodes(&graph, &archived.episodes).iter().filter(|a| **a).count();
-            (graph.active(&archived.episodes, archived.damping), Some(Arc::new(graph)), active)
+            let active = crate::graph::archive::active_nodes(&graph, &archived.episodes);
+            let count = active.iter().filter(|a| **a).count();
+            (graph.active(&active, archived.damping), Some(Arc::new(graph)), count)
         } else {
             let n = graph.node_count();
             (graph, None, n)
