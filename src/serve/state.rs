@@ -160,9 +160,7 @@ impl Inner {
     pub(super) fn with_access(&self, items: &mut [MemoryItem]) {
         let Ok(log) = self.access.lock() else { return };
         for it in items {
-            if let Some(seen) = log.get(&it.id) {
-                (it.last_accessed_at, it.access_count) = (Some(seen.at), seen.count);
-            }
+            shown(&log, it);
         }
     }
 
@@ -172,13 +170,18 @@ impl Inner {
         let Ok(mut log) = self.access.lock() else { return };
         let now = chrono::Utc::now();
         for it in items.iter_mut() {
-            if let Some(seen) = log.get(&it.id) {
-                (it.last_accessed_at, it.access_count) = (Some(seen.at), seen.count);
-            }
+            shown(&log, it);
             if let Ok(key) = it.scope.key() {
                 log.record(&key, [it.id.as_str()], now);
             }
         }
+    }
+}
+
+/// `it` with what `log` holds of it.
+fn shown(log: &AccessLog, it: &mut MemoryItem) {
+    if let Some(seen) = log.get(&it.id) {
+        (it.last_accessed_at, it.access_count) = (Some(seen.at), seen.count);
     }
 }
 
