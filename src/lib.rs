@@ -30,6 +30,7 @@ pub mod gnn;
 pub mod gpu;
 pub mod graph;
 pub mod ingest;
+pub mod kind;
 pub mod knowing;
 pub(crate) mod parallel;
 pub mod pipeline;

@@ -26,16 +26,19 @@ use crate::error::{Error, Result};
 use crate::gnn::FeatureSet;
 use crate::gnn::train::Example;
 use crate::gpu::Backend;
+use crate::kind::Kind;
 use crate::pipeline::stored_memory;
 use crate::retrieve::bm25::Analyzer;
 use crate::retrieve::engine::Engine;
-use crate::retrieve::{Gate, GnnRerank, LearnedGate, Memory, Mode, Query, Retrieval, RetrieveConfig, episode_index};
+use crate::retrieve::{
+    Gate, GnnRerank, LearnedGate, Memory, Mode, Query, Retrieval, RetrieveConfig, StandingConfig, episode_index,
+};
 use crate::store::Store;
 use peer::{PeerQuestion, PeerRuns, PeerTurn};
 pub use rates::auc;
 pub use report::{
-    GateReport, GateUse, GnnUse, GroupReport, IndexUse, Latency, Mean, ModeReport, QuestionOutcome, QuestionResult,
-    Report,
+    GateReport, GateUse, GnnUse, GroupReport, IndexUse, KindFound, KindsUse, Latency, Mean, ModeReport,
+    QuestionOutcome, QuestionResult, Report,
 };
 
 /// The k of the reported recall@k.
@@ -212,9 +215,11 @@ pub fn peer_inputs(loaded: &Loaded) -> (Vec<PeerTurn>, Vec<PeerQuestion>) {
 pub fn training_examples(loaded: Loaded, set: FeatureSet) -> Result<Vec<Example>> {
     use rayon::prelude::*;
     let mut engine = Engine::on_cpu_because(loaded.memories, "training examples rank on the CPU reference".into())?;
-    // Synapse's ranking as deep as the rerank pool: the candidates the rerank will see.
+    // Synapse's ranking as deep as the rerank pool: the candidates the rerank will see (the
+    // standing context leads a result after the rerank, so not here).
     let settings = engine.settings();
-    engine.set_settings(RetrieveConfig { top_k: settings.depth(Mode::SynapseGnn), ..settings.clone() })?;
+    let standing = StandingConfig { slots: 0, ..settings.standing.clone() };
+    engine.set_settings(RetrieveConfig { top_k: settings.depth(Mode::SynapseGnn), standing, ..settings.clone() })?;
     let asked: Vec<&Labelled> = loaded.questions.iter().filter(|q| !q.adversarial && !q.gold.is_empty()).collect();
     let requests: Vec<(usize, &Query)> = asked.iter().map(|q| (q.memory, &q.query)).collect();
     let (results, _) = engine.retrieve_batch(&requests, Mode::Synapse)?;
@@ -305,6 +310,7 @@ pub async fn evaluate(
             _ => Vec::new(),
         },
     };
+    let kinds = kinds_use(&memories, &items);
     let engine = Engine::new(memories, gpu)?;
     let refs: Vec<(usize, &Query)> = requests.iter().map(|(m, q)| (*m, q)).collect();
     let index = if engine.choice().backend == Backend::Cpu { index_use(&engine.memories(), &refs) } else { None };
@@ -409,6 +415,7 @@ pub async fn evaluate(
         gnn,
         gate: gate_use,
         index,
+        kinds,
         per_question,
     })
 }
@@ -448,6 +455,51 @@ fn question_result(
         gold: item.gold.iter().map(turn).collect(),
         modes,
     }
+}
+
+/// The groups whose evidence is the turn that states a kind: BEAM's abilities that test a
+/// standing instruction and a stated preference.
+const KIND_GROUPS: [(&str, Kind); 2] =
+    [("instruction_following", Kind::Instruction), ("preference_following", Kind::Preference)];
+
+/// The kinds of `memories`' turns, and what the kind rule finds of the evidence of the
+/// [`KIND_GROUPS`] among `items`.
+fn kinds_use(memories: &[Memory], items: &[Item]) -> KindsUse {
+    fn of_turns(m: &Memory) -> impl Iterator<Item = Kind> + '_ {
+        let (turns, kinds) = (m.turns(), m.kinds());
+        (0..turns.len()).filter(move |&e| turns[e] as usize == e).map(move |e| kinds[e])
+    }
+    let mut counts = BTreeMap::new();
+    for kind in memories.iter().flat_map(of_turns) {
+        *counts.entry(kind.as_str().to_string()).or_insert(0) += 1;
+    }
+    let labelled = KIND_GROUPS
+        .iter()
+        .filter_map(|&(group, kind)| {
+            let asked: Vec<&Item> = items.iter().filter(|i| i.group == group && !i.gold.is_empty()).collect();
+            if asked.is_empty() {
+                return None;
+            }
+            let is = |i: &Item, e: u32| memories[i.memory].kinds()[e as usize] == kind;
+            let mut turns: Vec<(usize, u32)> =
+                asked.iter().flat_map(|i| i.gold.iter().map(|&e| (i.memory, e))).collect();
+            turns.sort_unstable();
+            turns.dedup();
+            let mut evaluated: Vec<usize> = asked.iter().map(|i| i.memory).collect();
+            evaluated.sort_unstable();
+            evaluated.dedup();
+            Some(KindFound {
+                group: group.to_string(),
+                kind: kind.as_str().to_string(),
+                questions: asked.len(),
+                found: asked.iter().filter(|i| i.gold.iter().any(|&e| is(i, e))).count(),
+                turns: turns.len(),
+                turns_found: turns.iter().filter(|&&(m, e)| memories[m].kinds()[e as usize] == kind).count(),
+                predicted: evaluated.iter().flat_map(|&m| of_turns(&memories[m])).filter(|&k| k == kind).count(),
+            })
+        })
+        .collect();
+    KindsUse { memories: counts, labelled }
 }
 
 /// Builds the dense index of every memory that gets one (timed, so no question pays for it)

@@ -148,6 +148,8 @@ pub struct Report {
     pub gate: GateUse,
     /// The dense index, when retrieval ran on the CPU over memories large enough for one.
     pub index: Option<IndexUse>,
+    /// The kinds of the memories evaluated.
+    pub kinds: KindsUse,
     /// Every reported question's result, when
     /// [`EvalOptions::per_question`](super::EvalOptions::per_question) asked for them (written
     /// apart from the report, one JSON line each).
@@ -203,6 +205,39 @@ pub struct IndexUse {
     /// Share of the questions' true dense anchors (the top `anchor_k` by a scan of every
     /// node) the index gave (1 unless its bounds are wrong).
     pub anchor_recall: f64,
+}
+
+/// The kinds of the evaluated memories (`crate::kind`), and how many of the turns that
+/// questions name as a rule or a preference (BEAM's `instruction_following` and
+/// `preference_following`) the kind rule finds.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KindsUse {
+    /// Memories (turns) of each kind, by name.
+    pub memories: BTreeMap<String, usize>,
+    /// Per group whose evidence states a kind.
+    pub labelled: Vec<KindFound>,
+}
+
+/// What the kind rule finds of one group's evidence.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KindFound {
+    /// The group (`instruction_following`).
+    pub group: String,
+    /// The kind its evidence states (`instruction`).
+    pub kind: String,
+    /// Its questions with evidence.
+    pub questions: usize,
+    /// Of those, how many name at least one turn of that kind: the rule's recall by question.
+    pub found: usize,
+    /// Distinct evidence turns of the group, and how many of them are of that kind. Evidence
+    /// also names follow-up turns that state nothing, so this is a floor of the recall.
+    pub turns: usize,
+    /// Of `turns`, those of the kind.
+    pub turns_found: usize,
+    /// Memories of that kind in the conversations evaluated. BEAM names only the rules and
+    /// preferences its questions test, so `turns_found / predicted` is a floor of the
+    /// precision, not the precision.
+    pub predicted: usize,
 }
 
 /// Which learned model `synapse-gnn` used.

@@ -118,6 +118,27 @@ pub struct RetrieveConfig {
     pub index: IndexConfig,
     /// The recency prior of the final score.
     pub recency: RecencyConfig,
+    /// The standing context: a scope's instructions and preferences in reserved slots.
+    pub standing: StandingConfig,
+}
+
+/// The standing context: the memories that set an instruction or state a preference
+/// ([`crate::kind::Kind::is_standing`]) are consulted on every search; the `slots` closest to
+/// the query by cosine, when at least `min_similarity`, lead the result whatever the ranking
+/// made of them (after the rerank and the recency prior, so on the CPU and the GPU alike).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StandingConfig {
+    /// Most standing memories a result leads with (default 3; 0: off).
+    pub slots: usize,
+    /// Least cosine of the query and a standing memory that earns it a slot (default 0.35).
+    pub min_similarity: f32,
+}
+
+impl Default for StandingConfig {
+    fn default() -> Self {
+        StandingConfig { slots: 3, min_similarity: 0.35 }
+    }
 }
 
 /// The recency prior: every returned episode's final score gains `weight · S_recency(age)`,
@@ -209,6 +230,7 @@ impl Default for RetrieveConfig {
             gnn: GnnConfig::default(),
             index: IndexConfig::default(),
             recency: RecencyConfig::default(),
+            standing: StandingConfig::default(),
         }
     }
 }
@@ -266,6 +288,12 @@ impl RetrieveConfig {
             return Err(Error::InvalidArgument(format!(
                 "recency.half_life_days {} is not a positive number",
                 self.recency.half_life_days
+            )));
+        }
+        if !(-1.0..=1.0).contains(&self.standing.min_similarity) {
+            return Err(Error::InvalidArgument(format!(
+                "standing.min_similarity {} is not a cosine in [-1, 1]",
+                self.standing.min_similarity
             )));
         }
         if !(0.0..1.0).contains(&self.ppr_damping) {

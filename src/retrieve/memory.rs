@@ -19,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::gnn::Relevance;
 use crate::graph::pagerank::Transition;
 use crate::graph::{EdgeKind, Graph, NodeRef};
+use crate::kind::Kind;
 use crate::knowing::BoundGate;
 use crate::score::CONCEPT_TURN;
 use crate::store::Episode;
@@ -59,6 +60,11 @@ pub struct Memory {
     /// Per episode: whether it speaks of its listener rather than its speaker
     /// ([`speaks_of_listener`]).
     pub(super) of_listener: Vec<bool>,
+    /// Per episode: the kind of its turn, its first passage's ([`Kind::of_turn`]).
+    pub(super) kinds: Vec<Kind>,
+    /// The first episodes of the turns whose kind is standing ([`Kind::is_standing`]), in
+    /// conversation order: what the standing stage consults on every search.
+    pub(super) standing: Vec<u32>,
     /// Node id of each episode.
     pub(super) episode_nodes: Vec<u32>,
     /// Per node: normalised age (0 newest) and log-scaled degree, for the learned signal.
@@ -126,7 +132,8 @@ impl Memory {
         let terms: Vec<Vec<String>> = texts.iter().map(|t| analyzer.terms(t)).collect();
         let bm25 = Bm25Index::build(&terms, config.bm25_k1, config.bm25_b);
         let of_listener = episodes.iter().map(|e| speaks_of_listener(&e.text)).collect();
-        Memory::assemble(conversation, episodes, graph, archived, embeddings, bm25, of_listener, config)
+        let kinds = episodes.iter().map(|e| Kind::of_turn(&e.speaker, &e.text)).collect();
+        Memory::assemble(conversation, episodes, graph, archived, embeddings, bm25, of_listener, kinds, config)
     }
 
     /// This memory with `added` episodes after its own and `graph`, a later version of its
@@ -162,6 +169,9 @@ impl Memory {
         // The episodes it keeps keep their texts, so whom they speak of.
         let mut of_listener = self.of_listener.clone();
         of_listener.extend(episodes[self.episodes.len()..].iter().map(|e| speaks_of_listener(&e.text)));
+        // A write adds whole turns, so the kinds of the turns it keeps stay as they are.
+        let mut kinds = self.kinds.clone();
+        kinds.extend(episodes[self.episodes.len()..].iter().map(|e| Kind::of_turn(&e.speaker, &e.text)));
         let mut memory = Memory::assemble(
             &self.conversation,
             episodes,
@@ -170,6 +180,7 @@ impl Memory {
             embeddings,
             bm25,
             of_listener,
+            kinds,
             self.config.clone(),
         )?;
         memory.sparse_min_nodes = self.sparse_min_nodes;
@@ -179,7 +190,7 @@ impl Memory {
     }
 
     /// The rest of a memory, from its node embeddings, lexical index and, per episode, whether
-    /// it speaks of its listener.
+    /// it speaks of its listener and its own kind ([`Kind::of_turn`]).
     #[allow(clippy::too_many_arguments)]
     fn assemble(
         conversation: &str,
@@ -189,6 +200,7 @@ impl Memory {
         embeddings: Vec<f32>,
         bm25: Bm25Index,
         of_listener: Vec<bool>,
+        kinds: Vec<Kind>,
         config: RetrieveConfig,
     ) -> Result<Memory> {
         if archived.episodes.len() != episodes.len() {
@@ -214,6 +226,10 @@ impl Memory {
             }
         }
         let turns = turn_starts(&episodes);
+        // A memory's kind is its first passage's (where a rule or a preference is stated).
+        let kinds: Vec<Kind> = turns.iter().map(|&t| kinds[t as usize]).collect();
+        let standing: Vec<u32> =
+            (0..episodes.len() as u32).filter(|&e| turns[e as usize] == e && kinds[e as usize].is_standing()).collect();
         let episode_nodes = graph.episode_nodes();
         let turn_nodes = graph
             .nodes
@@ -238,6 +254,8 @@ impl Memory {
             speakers,
             said_by,
             of_listener,
+            kinds,
+            standing,
             episode_nodes,
             age,
             importance,
@@ -338,6 +356,18 @@ impl Memory {
     pub fn turns(&self) -> &[u32] {
         &self.turns
     }
+
+    /// Per episode: the kind of its turn.
+    pub fn kinds(&self) -> &[Kind] {
+        &self.kinds
+    }
+
+    /// The standing context: the first episodes of the turns that set an instruction or state
+    /// a preference, in conversation order.
+    pub fn standing(&self) -> &[u32] {
+        &self.standing
+    }
+
     /// What every stage of a query on this memory reads, under the settings it was built with.
     pub fn cx(&self) -> Ctx<'_> {
         Ctx { m: self, config: &self.config }

@@ -4,7 +4,8 @@
 //! signals (`signals.rs`) → anchors (`anchors.rs`) → spread (`spread.rs`) → score
 //! (`score.rs`) → collect (`collect.rs`) → verdict (`verdict.rs`, the activation gate; `gate.rs`,
 //! the learned one) → rerank (`rerank.rs`, the GNN) → recency (`recency.rs`, the prior of the
-//! final score), composed in `search.rs` as each mode's
+//! final score) → standing (`standing.rs`, the instructions and preferences that lead a
+//! result), composed in `search.rs` as each mode's
 //! [`Plan`] says (`mode.rs`, the table of modes). `words.rs` and `person.rs` hold the rules on
 //! words the gates and the rerank share, `explain.rs` why an episode surfaced, `gpu.rs` the
 //! bridge to the GPU ranker, `engine.rs` many memories on one backend.
@@ -32,10 +33,11 @@ mod score;
 mod search;
 mod signals;
 mod spread;
+mod standing;
 mod verdict;
 mod words;
 
-pub use config::{Gate, GnnConfig, RecencyConfig, RetrieveConfig};
+pub use config::{Gate, GnnConfig, RecencyConfig, RetrieveConfig, StandingConfig};
 pub use gate::{KNOWING_DEPTH, KnowingFeatures, LearnedGate};
 pub use gpu::GpuBridge;
 pub use memory::{Archived, BOUNDS_GROUP, Ctx, Memory, SPARSE_NODES, episode_index};

@@ -20,6 +20,7 @@ use super::rerank::{GnnRerank, Rerank};
 use super::result::{Explanation, Retrieval};
 use super::score::Scorer;
 use super::signals::Similarity;
+use super::standing::Standing;
 use super::verdict::Verdict;
 use crate::activation::Trace;
 use crate::error::Result;
@@ -92,8 +93,8 @@ impl<'a> Ctx<'a> {
     /// What follows a ranking (the CPU's or the GPU's): the learned gate's verdict, when the
     /// settings choose it, on `synapse`'s ranking of the query (`r` itself for `synapse` and,
     /// before its rerank, `synapse-gnn`; any other mode has it ranked for the purpose, so a
-    /// verdict does not depend on the mode), then the rerank of a mode whose plan has one, and
-    /// the best `top_k` kept.
+    /// verdict does not depend on the mode), then the rerank of a mode whose plan has one, the
+    /// recency prior, the standing context, and the best `top_k` kept.
     pub fn learned(self, query: &Query, r: Retrieval) -> Result<Retrieval> {
         let known = match self.config.gate {
             Gate::Activation => None,
@@ -104,7 +105,8 @@ impl<'a> Ctx<'a> {
             }
         };
         let r = if r.mode.plan().rerank { GnnRerank(self).rerank(query, r)? } else { r };
-        let mut r = RecencyPrior(self).apply(r);
+        let r = RecencyPrior(self).apply(r);
+        let mut r = Standing(self).apply(query, r);
         r.hits.truncate(self.config.top_k);
         if let Some((confidence, rejected)) = known {
             (r.confidence, r.rejected) = (confidence, rejected);

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::conversation::turn_of;
 use crate::error::{Error, Result};
+use crate::kind::Kind;
 use crate::retrieve::{Memory, Mode, Order, Retrieval};
 use crate::store::Episode;
 
@@ -83,6 +84,9 @@ pub struct MemoryItem {
     pub hash: String,
     /// What it keeps beside its text, as given (null for none).
     pub metadata: Option<Metadata>,
+    /// Its kind, as mem0's `categories` (one name: `instruction`, `preference` or `other`; by
+    /// `crate::kind`'s rule on its first passage).
+    pub categories: Vec<String>,
     /// When it expires (null: never).
     pub expires_at: Option<DateTime<Utc>>,
     /// The last day it is returned, `YYYY-MM-DD` in UTC (mem0's `expiration_date`; null:
@@ -257,6 +261,7 @@ pub(super) fn item(scope: &Scope, passages: &[Episode]) -> MemoryItem {
         updated_at: first.timestamp,
         hash,
         metadata: first.metadata.clone(),
+        categories: vec![Kind::of_turn(&first.speaker, &first.text).as_str().to_string()],
         expires_at: first.expires_at,
         expiration_date: first.expires_at.map(expiration_date_of),
         last_accessed_at: None,

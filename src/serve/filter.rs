@@ -1,6 +1,7 @@
 //! Filters over memories in mem0's grammar (its platform's `filters`): `AND`, `OR` and `NOT`
 //! over conditions on a memory's scope (`user_id`, `agent_id`, `run_id`), its id
-//! (`memory_ids`), its times (`created_at`, `updated_at`) and its `metadata`, with the
+//! (`memory_ids`), its times (`created_at`, `updated_at`), its kind (`categories`) and its
+//! `metadata`, with the
 //! operators `eq`, `ne`, `in`, `nin`, `gt`, `gte`, `lt`, `lte`, `contains`, `icontains` and the
 //! wildcard `"*"`. Owns the grammar, its errors (naming where in the filter) and the verdict on
 //! a scope (three-valued: a scope alone may not decide) and on a memory. Must not rank, store
@@ -44,6 +45,8 @@ pub enum Field {
     CreatedAt,
     /// The same: a memory keeps the time it was said (mem0's `updated_at`).
     UpdatedAt,
+    /// Its kind (mem0's `categories`: `instruction`, `preference`, `other`).
+    Categories,
     /// One key of its metadata.
     Metadata(String),
 }
@@ -151,13 +154,14 @@ impl Filter {
                         .collect::<Result<Vec<_>>>()?;
                     and(tests)
                 }
-                "app_id" | "categories" | "keywords" => {
-                    return Err(invalid(&at, "Myelin does not keep this field; filter by user_id, agent_id, run_id, memory_ids, created_at, updated_at or metadata"));
+                "categories" => condition(Field::Categories, value, &at, Kind::Category)?,
+                "app_id" | "keywords" => {
+                    return Err(invalid(&at, "Myelin does not keep this field; filter by user_id, agent_id, run_id, memory_ids, created_at, updated_at, categories or metadata"));
                 }
                 _ => {
                     return Err(invalid(
                         &at,
-                        "not a filter field (user_id, agent_id, run_id, memory_ids, created_at, updated_at, metadata, AND, OR, NOT)",
+                        "not a filter field (user_id, agent_id, run_id, memory_ids, created_at, updated_at, categories, metadata, AND, OR, NOT)",
                     ));
                 }
             });
@@ -266,6 +270,10 @@ impl Filter {
                     Field::RunId => scope.run_id.clone().map(Value::String),
                     Field::MemoryId => Some(Value::String(memory?.turn_id.clone())),
                     Field::CreatedAt | Field::UpdatedAt => memory?.timestamp.map(micros),
+                    Field::Categories => {
+                        let first = memory?;
+                        Some(Value::from(crate::kind::Kind::of_turn(&first.speaker, &first.text).as_str()))
+                    }
                     Field::Metadata(key) => memory?.metadata.as_ref().and_then(|m: &Metadata| m.get(key)).cloned(),
                 };
                 Some(test.holds(value.as_ref()))
@@ -329,6 +337,8 @@ enum Kind {
     Text,
     /// A time: RFC 3339 text or seconds since the Unix epoch.
     Time,
+    /// A memory kind's name (`categories`).
+    Category,
     /// Any JSON value (metadata).
     Any,
 }
@@ -401,6 +411,17 @@ fn operand(value: &Value, at: &str, kind: Kind) -> Result<Value> {
             let t: Option<DateTime<Utc>> = when(value.clone()).map_err(|e| invalid(at, e))?;
             t.map(micros).ok_or_else(|| invalid(at, "expected a time, got null"))
         }
+        Kind::Category => match value.as_str() {
+            Some(name) if crate::kind::Kind::parse(name).is_some() => Ok(value.clone()),
+            Some(name) => Err(invalid(
+                at,
+                format!("'{}' is not a category (instruction, preference or other)", name.escape_debug()),
+            )),
+            None => Err(invalid(
+                at,
+                format!("expected a category (instruction, preference or other), got {}", kind_of(value)),
+            )),
+        },
         Kind::Any => Ok(value.clone()),
     }
 }
@@ -439,6 +460,7 @@ fn name(field: &Field) -> String {
         Field::MemoryId => "memory_ids".into(),
         Field::CreatedAt => "created_at".into(),
         Field::UpdatedAt => "updated_at".into(),
+        Field::Categories => "categories".into(),
         Field::Metadata(k) => format!("metadata.{k}"),
     }
 }
@@ -578,13 +600,32 @@ mod tests {
     }
 
     #[test]
+    fn categories_are_each_memory_s_kind() {
+        let alex = Scope::user("alex");
+        let said = |text: &str| Episode { text: text.into(), ..memory("m", 0, Value::Null) };
+        let rule = said("Always give a code example when I ask about async errors.");
+        let liking = said("I prefer short answers, can you keep it brief?");
+        let fact = said("Redis now uses 200MB.");
+        let f = |cond: Value| Filter::parse(&json!({"AND": [{"user_id": "alex"}, {"categories": cond}]}), "f").unwrap();
+        let standing = f(json!({"in": ["instruction", "preference"]}));
+        assert_eq!(standing.scope_verdict(&alex), None, "a kind is the memory's, not the scope's");
+        assert!(standing.matches(&alex, &rule) && standing.matches(&alex, &liking) && !standing.matches(&alex, &fact));
+        assert!(f(json!("other")).matches(&alex, &fact) && !f(json!("other")).matches(&alex, &rule));
+        assert!(f(json!({"ne": "instruction"})).matches(&alex, &liking));
+    }
+
+    #[test]
     fn errors_name_the_place() {
         let err = |v: Value| Filter::parse(&v, "filters").unwrap_err().to_string();
         assert!(
             err(json!({"AND": [{"user_id": "a"}, {"metadata": {"k": {"between": 1}}}]}))
                 .starts_with("filters.AND[1].metadata.k.between: not an operator")
         );
-        assert!(err(json!({"categories": {"in": ["x"]}})).starts_with("filters.categories: Myelin does not keep"));
+        assert!(
+            err(json!({"categories": {"in": ["rule"]}})).starts_with("filters.categories.in: 'rule' is not a category")
+        );
+        assert!(err(json!({"categories": 3})).starts_with("filters.categories: expected a category"));
+        assert!(err(json!({"keywords": "x"})).starts_with("filters.keywords: Myelin does not keep"));
         assert!(err(json!({"user_id": 7})).contains("filters.user_id: expected an id"));
         assert!(err(json!({"created_at": "2025"})).starts_with("filters.created_at: expected an object"));
         assert!(err(json!({"created_at": {"gte": "June"}})).starts_with("filters.created_at.gte: time 'June'"));

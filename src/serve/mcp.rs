@@ -50,8 +50,9 @@ fn item_schema() -> Value {
         "created_at": {"type": ["string", "null"]}, "updated_at": {"type": ["string", "null"]},
         "expires_at": {"type": ["string", "null"]}, "expiration_date": {"type": ["string", "null"]},
         "hash": {"type": "string"}, "user_id": {"type": "string"}, "agent_id": {"type": "string"},
-        "run_id": {"type": "string"}, "score": {"type": "number"}
-    }, "required": ["id", "memory", "role", "hash"]})
+        "run_id": {"type": "string"}, "score": {"type": "number"},
+        "categories": {"type": "array", "items": {"type": "string", "enum": ["instruction", "preference", "other"]}}
+    }, "required": ["id", "memory", "role", "hash", "categories"]})
 }
 
 fn results_schema() -> Value {
@@ -66,7 +67,7 @@ fn search_schema() -> Value {
 }
 
 fn filters_schema() -> Value {
-    json!({"type": "object", "description": "mem0's filters: AND/OR/NOT over user_id, agent_id, run_id, memory_ids, created_at, updated_at and metadata (eq, ne, in, nin, gt, gte, lt, lte, contains, icontains, \"*\"); scope fields it does not name must be empty."})
+    json!({"type": "object", "description": "mem0's filters: AND/OR/NOT over user_id, agent_id, run_id, memory_ids, created_at, updated_at, categories (instruction, preference, other: a memory's kind; list instruction and preference for a scope's standing context) and metadata (eq, ne, in, nin, gt, gte, lt, lte, contains, icontains, \"*\"); scope fields it does not name must be empty."})
 }
 
 fn deleted_schema() -> Value {

@@ -493,7 +493,7 @@ mod tests {
         assert!(err(json!({"messages": [{"role": "user"}], "user_id": "u"})).contains("[0]: missing field `content`"));
         assert!(err(json!({"messages": "x", "timestamp": "yesterday"})).contains("time 'yesterday'"));
         let err = search(body(json!({"query": "q", "filters": {"OR": [{"user_id": "a"}, {"categories": "b"}]}})));
-        assert!(err.unwrap_err().to_string().starts_with("filters.OR[1].categories: Myelin does not keep this field"));
+        assert!(err.unwrap_err().to_string().starts_with("filters.OR[1].categories: 'b' is not a category"));
         let s = search(body(json!({"query": "q", "user_id": "a", "filters": {"user_id": "b"}}))).unwrap();
         let err = select(&s.scope, s.filters.as_ref()).unwrap_err();
         assert!(err.to_string().contains("user_id is both 'a' and 'b'"), "{err}");

@@ -74,8 +74,15 @@ async def session_checks(session, check):
     check("search_memory with filters", [r["id"] for r in s["results"]] == [a["results"][0]["id"]], s)
     listed = structured(await session.call_tool("list_memories", {"filters": {"OR": [{"user_id": "m"}, {"user_id": "sam"}]}}))
     check("list_memories across scopes", len(listed["results"]) == 2, listed)
+    # A scope's standing context: its instructions and preferences, by categories.
+    rule = structured(await session.call_tool("add_memory", {"user_id": "m",
+                                                             "text": "Always name the key when I ask about a piece."}))
+    check("an instruction's categories", rule["results"][0]["categories"] == ["instruction"], rule)
+    standing = structured(await session.call_tool("list_memories", {"filters": {
+        "AND": [{"user_id": "m"}, {"categories": {"in": ["instruction", "preference"]}}]}}))
+    check("list_memories by categories", [r["id"] for r in standing["results"]] == [rule["results"][0]["id"]], standing)
     d = structured(await session.call_tool("delete_memory", {"user_id": "m", "all": True}))
-    check("delete the metadata scope", d == {"deleted": 1}, d)
+    check("delete the metadata scope", d == {"deleted": 2}, d)
     e = structured(await session.call_tool("add_memory", {"user_id": "x", "expiration_date": "2999-12-31",
                                                           "text": "My library card is valid for a decade."}))
     check("add_memory with expiration_date", e["results"][0]["expiration_date"] == "2999-12-31"

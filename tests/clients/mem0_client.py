@@ -184,12 +184,35 @@ def main():
     u = client.update(cat["id"], metadata={"topic": "home"})
     check("update metadata alone", u["metadata"] == {"topic": "home"}
           and u["memory"] == "My cat Miso sleeps on the radiator.", u)
-    expect_error(check, "a field Myelin does not keep is refused naming it",
+    # Categories: each memory's kind (instruction, preference, other), returned and filtered on;
+    # the standing context for a system prompt is a listing of the first two.
+    rule = client.add([{"role": "user", "content": "Always answer in metric units when I ask about distances."}],
+                      user_id=kim)["results"][0]
+    liking = client.add([{"role": "user", "content": "I prefer short answers with one example."}],
+                        user_id=kim)["results"][0]
+    check("categories of a fact", client.get(cat["id"])["categories"] == ["other"], client.get(cat["id"]))
+    check("categories of an instruction", client.get(rule["id"])["categories"] == ["instruction"],
+          client.get(rule["id"]))
+    standing = {"AND": [{"user_id": kim}, {"categories": {"in": ["instruction", "preference"]}}]}
+    if modern:
+        page = client.get_all(filters=standing)
+    else:
+        page = client.get_all(version="v2", filters=standing)
+    check("get_all filtered by categories", sorted(r["id"] for r in page["results"])
+          == sorted([rule["id"], liking["id"]]) and {r["categories"][0] for r in page["results"]}
+          == {"instruction", "preference"}, page)
+    rules = {"AND": [{"user_id": kim}, {"categories": "instruction"}]}
+    if modern:
+        found = client.search("How far is the station?", filters=rules, top_k=5)
+    else:
+        found = client.search("How far is the station?", version="v2", filters=rules, top_k=5)
+    check("search filtered by categories", [r["id"] for r in found["results"]] == [rule["id"]], found)
+    expect_error(check, "an unknown category is refused naming it",
                  lambda: client.get_all(filters={"AND": [{"user_id": kim}, {"categories": {"in": ["x"]}}]})
                  if modern else client.get_all(version="v2", filters={"AND": [{"user_id": kim},
                                                                              {"categories": {"in": ["x"]}}]}),
-                 "categories")
-    check("delete_all of the metadata user", client.delete_all(user_id=kim)["deleted"] == 2, kim)
+                 "'x' is not a category")
+    check("delete_all of the metadata user", client.delete_all(user_id=kim)["deleted"] == 4, kim)
 
     # Expiry: 2.x clients send mem0's expiration_date (the last day, UTC) on add and update,
     # and None to clear it.

@@ -220,6 +220,14 @@ pub struct RetrieveFlags {
     /// Half-life of the recency prior, in days [retrieve.recency.half_life_days].
     #[arg(long)]
     pub recency_half_life_days: Option<f32>,
+    /// Most of a scope's instructions and preferences that lead a result, closest to the
+    /// query first (0: off) [retrieve.standing.slots].
+    #[arg(long)]
+    pub standing_slots: Option<usize>,
+    /// Least cosine of the query and an instruction or preference that earns it a slot
+    /// [retrieve.standing.min_similarity].
+    #[arg(long)]
+    pub standing_min_similarity: Option<f32>,
     /// Where retrieval runs: auto, cpu or gpu [gpu.backend].
     #[arg(long, value_enum)]
     pub backend: Option<Backend>,
@@ -271,7 +279,8 @@ impl RetrieveFlags {
              concepts_in_results => r.concepts_in_results, concept_anchors => r.concept_anchors, passage_discount => r.passage_discount, speaker_check => r.speaker_check, steps => a.steps, spreading => a.spreading,
              decay => a.decay, top_m => a.inhibition_top_m, beta => a.inhibition_beta, gamma => a.sigmoid_gamma,
              theta => a.sigmoid_theta, rho => a.rho, gnn_pool => r.gnn.pool, gnn_model => r.gnn.model,
-             recency_weight => r.recency.weight, recency_form => r.recency.form, recency_half_life_days => r.recency.half_life_days);
+             recency_weight => r.recency.weight, recency_form => r.recency.form, recency_half_life_days => r.recency.half_life_days,
+             standing_slots => r.standing.slots, standing_min_similarity => r.standing.min_similarity);
         let archive = &mut config.archive;
         set!(max_active_nodes => archive.max_active_nodes, archive_keep_windows => archive.keep_windows, archive_slack => archive.slack);
         archive.validate()?;

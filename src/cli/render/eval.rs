@@ -144,6 +144,21 @@ pub fn eval_report(report: &Report) {
         t.add_row(row);
     }
     println!("{t}");
+    let k = &report.kinds;
+    let count = |name: &str| k.memories.get(name).copied().unwrap_or(0);
+    println!(
+        "kinds: {} instructions, {} preferences, {} other memories",
+        count("instruction"),
+        count("preference"),
+        count("other")
+    );
+    for f in &k.labelled {
+        println!(
+            "  {}: {}/{} questions name a turn the rule calls {}; {}/{} of their evidence turns are one; {} {}s in those \
+             conversations (the data names only the tested ones)",
+            f.group, f.found, f.questions, f.kind, f.turns_found, f.turns, f.predicted, f.kind
+        );
+    }
 }
 
 /// Recall@k against k per mode, one panel per group, as SVG.
