@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The standing context (retrieve.standing), measured on BEAM 100K (docs/results.md, "Standing
-# context"). Three parts, each printing a table:
+# context"). Four parts, each printing a table:
 #   1. tune:  slots x min_similarity on conversations 1-10 with config/beam.toml (synapse-gnn,
 #             the shipped locomo-beam model); the pair chosen there is the default.
 #   2. test:  the chosen pair against off on conversations 11-20.
 #   3. held out by conversation: the folds of scripts/gnn-crossval-beam.sh (each fold's rerank
 #             never saw its conversations), each evaluated with the standing context off (0 slots)
 #             and on (3, the default) from the same weights: the ablation.
+#   4. latency: three alternating rounds of synapse-gnn, the stage off and on, BEAM
+#             (beam.toml) and LoCoMo (defaults): p50 and p95 per question.
 #
 #   bench-results/standing-20261206/run.sh BIN STORE OUT
 #
@@ -60,3 +62,13 @@ for profile in ("defaults", "beam"):
         off, on = rows["-slots0"][g], rows["-slots3"][g]
         print(f"{profile:<9} {g:<26} {off:5.1f} -> {on:5.1f} ({on - off:+.1f})")
 PY
+for round in 1 2 3; do
+  for slots in 0 3; do
+    cols() { grep "synapse-gnn ┆ [0-9]" | awk -F'┆' '{print $15, $16}'; }
+    b=$("$BIN" --config config/beam.toml --store "$STORE" -q eval beam "$BEAM" --modes synapse-gnn --backend cpu \
+      --standing-slots $slots 2>&1 | cols)
+    l=$("$BIN" --store "$STORE" -q eval locomo "$MYELIN_DATASETS/locomo/locomo10-dev.json" --modes synapse-gnn \
+      --backend cpu --standing-slots $slots 2>&1 | cols)
+    echo "round $round slots $slots beam p50/p95 $b locomo p50/p95 $l"
+  done
+done | tee "$OUT/latency.txt"
