@@ -480,7 +480,7 @@ fn kinds_use(memories: &[Memory], items: &[Item]) -> KindsUse {
             if asked.is_empty() {
                 return None;
             }
-            let is = |i: &Item, e: u32| memories[i.memory].kinds()[e as usize] == kind;
+            let is = |m: usize, e: u32| memories[m].kinds()[e as usize] == kind;
             let mut turns: Vec<(usize, u32)> =
                 asked.iter().flat_map(|i| i.gold.iter().map(|&e| (i.memory, e))).collect();
             turns.sort_unstable();
@@ -492,9 +492,9 @@ fn kinds_use(memories: &[Memory], items: &[Item]) -> KindsUse {
                 group: group.to_string(),
                 kind: kind.as_str().to_string(),
                 questions: asked.len(),
-                found: asked.iter().filter(|i| i.gold.iter().any(|&e| is(i, e))).count(),
+                found: asked.iter().filter(|i| i.gold.iter().any(|&e| is(i.memory, e))).count(),
                 turns: turns.len(),
-                turns_found: turns.iter().filter(|&&(m, e)| memories[m].kinds()[e as usize] == kind).count(),
+                turns_found: turns.iter().filter(|&&(m, e)| is(m, e)).count(),
                 predicted: evaluated.iter().flat_map(|&m| of_turns(&memories[m])).filter(|&k| k == kind).count(),
             })
         })

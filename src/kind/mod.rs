@@ -47,6 +47,11 @@ impl Kind {
         }
     }
 
+    /// Every kind's name, in the order of [`Kind::ALL`]: what a client may send and see.
+    pub fn names() -> [&'static str; 3] {
+        Kind::ALL.map(Kind::as_str)
+    }
+
     /// The kind named `name` (as [`Kind::as_str`] writes it), if any.
     pub fn parse(name: &str) -> Option<Kind> {
         Kind::ALL.into_iter().find(|k| k.as_str() == name)
@@ -160,6 +165,7 @@ mod tests {
             assert_eq!(Kind::parse(k.as_str()), Some(k));
             assert_eq!(serde_json::to_value(k).ok(), Some(serde_json::Value::from(k.as_str())));
         }
+        assert_eq!(Kind::names(), ["instruction", "preference", "other"]);
         assert_eq!(Kind::parse("rule"), None);
         assert!(Kind::Instruction.is_standing() && Kind::Preference.is_standing() && !Kind::Other.is_standing());
     }

@@ -411,17 +411,14 @@ fn operand(value: &Value, at: &str, kind: Kind) -> Result<Value> {
             let t: Option<DateTime<Utc>> = when(value.clone()).map_err(|e| invalid(at, e))?;
             t.map(micros).ok_or_else(|| invalid(at, "expected a time, got null"))
         }
-        Kind::Category => match value.as_str() {
-            Some(name) if crate::kind::Kind::parse(name).is_some() => Ok(value.clone()),
-            Some(name) => Err(invalid(
-                at,
-                format!("'{}' is not a category (instruction, preference or other)", name.escape_debug()),
-            )),
-            None => Err(invalid(
-                at,
-                format!("expected a category (instruction, preference or other), got {}", kind_of(value)),
-            )),
-        },
+        Kind::Category => {
+            let names = crate::kind::Kind::names().join(", ");
+            match value.as_str() {
+                Some(name) if crate::kind::Kind::parse(name).is_some() => Ok(value.clone()),
+                Some(name) => Err(invalid(at, format!("'{}' is not a category ({names})", name.escape_debug()))),
+                None => Err(invalid(at, format!("expected a category ({names}), got {}", kind_of(value)))),
+            }
+        }
         Kind::Any => Ok(value.clone()),
     }
 }

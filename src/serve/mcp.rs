@@ -51,7 +51,7 @@ fn item_schema() -> Value {
         "expires_at": {"type": ["string", "null"]}, "expiration_date": {"type": ["string", "null"]},
         "hash": {"type": "string"}, "user_id": {"type": "string"}, "agent_id": {"type": "string"},
         "run_id": {"type": "string"}, "score": {"type": "number"},
-        "categories": {"type": "array", "items": {"type": "string", "enum": ["instruction", "preference", "other"]}}
+        "categories": {"type": "array", "items": {"type": "string", "enum": crate::kind::Kind::names()}}
     }, "required": ["id", "memory", "role", "hash", "categories"]})
 }
 
