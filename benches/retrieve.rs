@@ -5,6 +5,8 @@
 //! and its memory graph built exactly as `myelin ingest` does; its 199 questions are embedded.
 //! Then, per question (cycling through them):
 //! - `retrieve/<mode>`: one [`Memory::retrieve`], query embedding excluded;
+//! - `query/asks`: reading what a question asks for (`kind::Asks`: a timeline, the asker's own
+//!   turns), which `Query::new` does once per query, outside `retrieve/<mode>`;
 //! - `bm25/in-memory`: the in-memory index's scoring of every node;
 //! - `bm25/lance-fts`: the same query through a Lance inverted index (`full_text_search`, top
 //!   10) over the same texts, the alternative the in-memory index was chosen over.
@@ -77,6 +79,16 @@ fn bench(c: &mut Criterion) {
             })
         });
     }
+    group.finish();
+
+    let mut group = c.benchmark_group("query");
+    group.bench_function("asks", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i = (i + 1) % n;
+            myelin::kind::Asks::of_question(&f.queries[i].text)
+        })
+    });
     group.finish();
 
     let mut group = c.benchmark_group("bm25");

@@ -12,7 +12,7 @@ use super::rates::{GATE_LIMITS, OperatingPoint, auc, rates_by_threshold};
 use crate::error::Result;
 use crate::knowing::{GateExample, GateOptions, HeldOut, nested_cross_validation};
 use crate::retrieve::engine::Engine;
-use crate::retrieve::{Gate, Mode, Query, RetrieveConfig, StandingConfig};
+use crate::retrieve::{Gate, Mode, Query, RetrieveConfig};
 use crate::retrieve::{KnowingFeatures, LearnedGate};
 
 /// Every question of `loaded` (answerable or not) as a gate example: the features of its
@@ -23,8 +23,7 @@ pub fn gate_examples(loaded: Loaded, dataset: &str) -> Result<Vec<GateExample>> 
     use rayon::prelude::*;
     let mut engine = Engine::on_cpu_because(loaded.memories, "gate examples rank on the CPU reference".into())?;
     // The features of the ranking the learned gate judges: before the standing context leads it.
-    let standing = StandingConfig { slots: 0, ..engine.settings().standing.clone() };
-    engine.set_settings(RetrieveConfig { gate: Gate::Activation, standing, ..engine.settings().clone() })?;
+    engine.set_settings(RetrieveConfig { gate: Gate::Activation, ..engine.settings().ranking_only() })?;
     let requests: Vec<(usize, &Query)> = loaded.questions.iter().map(|q| (q.memory, &q.query)).collect();
     let (results, _) = engine.retrieve_batch(&requests, Mode::Synapse)?;
     loaded

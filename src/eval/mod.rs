@@ -30,14 +30,12 @@ use crate::kind::Kind;
 use crate::pipeline::stored_memory;
 use crate::retrieve::bm25::Analyzer;
 use crate::retrieve::engine::Engine;
-use crate::retrieve::{
-    Gate, GnnRerank, LearnedGate, Memory, Mode, Query, Retrieval, RetrieveConfig, StandingConfig, episode_index,
-};
+use crate::retrieve::{Gate, GnnRerank, LearnedGate, Memory, Mode, Query, Retrieval, RetrieveConfig, episode_index};
 use crate::store::Store;
 use peer::{PeerQuestion, PeerRuns, PeerTurn};
 pub use rates::auc;
 pub use report::{
-    GateReport, GateUse, GnnUse, GroupReport, IndexUse, KindFound, KindsUse, Latency, Mean, ModeReport,
+    GateReport, GateUse, GnnUse, GroupReport, IndexUse, KindFound, KindsUse, Latency, Mean, ModeReport, NewestFirst,
     QuestionOutcome, QuestionResult, Report,
 };
 
@@ -215,11 +213,9 @@ pub fn peer_inputs(loaded: &Loaded) -> (Vec<PeerTurn>, Vec<PeerQuestion>) {
 pub fn training_examples(loaded: Loaded, set: FeatureSet) -> Result<Vec<Example>> {
     use rayon::prelude::*;
     let mut engine = Engine::on_cpu_because(loaded.memories, "training examples rank on the CPU reference".into())?;
-    // Synapse's ranking as deep as the rerank pool: the candidates the rerank will see (the
-    // standing context leads a result after the rerank, so not here).
-    let settings = engine.settings();
-    let standing = StandingConfig { slots: 0, ..settings.standing.clone() };
-    engine.set_settings(RetrieveConfig { top_k: settings.depth(Mode::SynapseGnn), standing, ..settings.clone() })?;
+    // Synapse's ranking as deep as the rerank pool: the candidates the rerank will see.
+    let settings = engine.settings().ranking_only();
+    engine.set_settings(RetrieveConfig { top_k: settings.depth(Mode::SynapseGnn), ..settings })?;
     let asked: Vec<&Labelled> = loaded.questions.iter().filter(|q| !q.adversarial && !q.gold.is_empty()).collect();
     let requests: Vec<(usize, &Query)> = asked.iter().map(|q| (q.memory, &q.query)).collect();
     let (results, _) = engine.retrieve_batch(&requests, Mode::Synapse)?;
@@ -632,8 +628,19 @@ fn group_report(items: &[&Item], m: usize, top_k: usize) -> GroupReport {
     let mut curve = vec![0.0; top_k];
     let mut hit_10 = 0.0;
     let mut handed_recall = 0.0;
+    let mut newest_first = NewestFirst::default();
     for item in items {
         let ranked = &item.outcomes[m].ranked;
+        if let Some(&newest) = item.gold.iter().max()
+            && item.gold.len() >= 2
+        {
+            newest_first.questions += 1;
+            let rank = |e: &u32| ranked.iter().position(|r| r == e).unwrap_or(usize::MAX);
+            let at = rank(&newest);
+            if at != usize::MAX && item.gold.iter().all(|g| *g == newest || rank(g) > at) {
+                newest_first.first += 1;
+            }
+        }
         // Each gold turn counts once, however many of its passages are returned.
         let mut found: Vec<u32> = Vec::new();
         for (k, slot) in curve.iter_mut().enumerate() {
@@ -667,6 +674,7 @@ fn group_report(items: &[&Item], m: usize, top_k: usize) -> GroupReport {
         hit_10: hit_10 / denominator,
         recall_handed: handed_recall / denominator,
         recall_curve: curve,
+        newest_first,
     }
 }
 

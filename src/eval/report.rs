@@ -37,6 +37,18 @@ pub struct GroupReport {
     pub recall_handed: f64,
     /// Recall@k for k = 1 … top_k.
     pub recall_curve: Vec<f64>,
+    /// Currency: of the questions with two or more gold turns, how many have the newest (the
+    /// latest said) ranked above every older one; what a knowledge-update question needs.
+    pub newest_first: NewestFirst,
+}
+
+/// Of the questions with two or more gold turns, how many rank the newest above every older one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct NewestFirst {
+    /// Questions with two or more gold turns.
+    pub questions: usize,
+    /// Those whose newest gold turn is returned and ranked above every older one returned.
+    pub first: usize,
 }
 
 /// The uncertainty gate of one mode.

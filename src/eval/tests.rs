@@ -74,3 +74,16 @@ fn locomo_categories_are_named() {
     assert_eq!(group_name("locomo", "2"), "temporal");
     assert_eq!(group_name("beam", "temporal_reasoning"), "temporal_reasoning");
 }
+
+#[test]
+fn the_newest_gold_turn_counts_first_only_above_every_older_one() {
+    let first = item(false, vec![3, 7], vec![7, 1, 3], 0.5);
+    let behind = item(false, vec![3, 7], vec![3, 7], 0.5);
+    let missing = item(false, vec![3, 7], vec![3, 1], 0.5);
+    let alone = item(false, vec![7], vec![1, 2], 0.5); // one gold turn: not counted
+    let one_gold = item(false, vec![3], vec![3], 0.5);
+    let r = group_report(&[&first, &behind, &missing, &alone, &one_gold], 0, 30);
+    assert_eq!(r.newest_first, NewestFirst { questions: 3, first: 1 });
+    let only_newest = item(false, vec![3, 7], vec![1, 7], 0.5);
+    assert_eq!(group_report(&[&only_newest], 0, 30).newest_first, NewestFirst { questions: 1, first: 1 });
+}

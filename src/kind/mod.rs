@@ -4,8 +4,13 @@
 //! `words/*.txt` (one lower-case phrase a line, sorted); what it finds on BEAM's labelled turns
 //! is in docs/results.md ("Standing context").
 //!
-//! Owns the [`Kind`]s, their names (mem0's `categories`) and the rule. Must not read a memory,
-//! an embedding or the store: the memory (`retrieve`) and the serving API ask it per turn.
+//! A question has a form of the same sort ([`Asks`]): whether it asks for a topic's story in
+//! time order ("Can you list the order in which I brought up …", "summarize how … progressed")
+//! and whether it asks what the asker said.
+//!
+//! Owns the [`Kind`]s, their names (mem0's `categories`), the rules and their phrase lists.
+//! Must not read a memory, an embedding or the store: the memory (`retrieve`) and the serving
+//! API ask it per turn and per question.
 
 use serde::{Deserialize, Serialize};
 
@@ -16,6 +21,17 @@ static INSTRUCTION_OPENERS: Phrases = Phrases(include_str!("words/instruction_op
 static INSTRUCTION_EXCEPTIONS: Phrases = Phrases(include_str!("words/instruction_exceptions.txt"));
 /// Phrases by which a speaker states a preference, anywhere in the turn.
 static PREFERENCE_PHRASES: Phrases = Phrases(include_str!("words/preference_phrases.txt"));
+
+/// Phrases by which a question asks for a story in time order: an order, a progression, a
+/// summary.
+static TIMELINE_CUES: Phrases = Phrases(include_str!("words/timeline_cues.txt"));
+/// Phrases that hold a timeline cue without asking for one ("in order to").
+static TIMELINE_EXCEPTIONS: Phrases = Phrases(include_str!("words/timeline_exceptions.txt"));
+/// Phrases by which a question asks what the asker said ("I brought up", "did I mention").
+static OWN_TURN_CUES: Phrases = Phrases(include_str!("words/own_turn_cues.txt"));
+
+/// Words by which a turn says something changed ("now", "recently", "increased", "no longer").
+static UPDATE_CUES: Phrases = Phrases(include_str!("words/update_cues.txt"));
 
 /// Fewest words of an instruction's first sentence: "Always" or "Never again." alone answer a
 /// question rather than set a rule.
@@ -66,7 +82,7 @@ impl Kind {
     /// The kind of a turn said by `speaker` (a name, or a role: `user`, `assistant`). An
     /// assistant sets no rule and states no preference of the user's.
     pub fn of_turn(speaker: &str, text: &str) -> Kind {
-        if speaker.eq_ignore_ascii_case("assistant") || speaker.eq_ignore_ascii_case("system") {
+        if !is_users(speaker) {
             return Kind::Other;
         }
         let first = text.split(['.', '!', '?', '\n']).find(|s| !s.trim().is_empty()).unwrap_or("");
@@ -82,6 +98,40 @@ impl Kind {
             return Kind::Preference;
         }
         Kind::Other
+    }
+}
+
+/// Whether `speaker` (a name, or a role) speaks for the user: anyone but the `assistant` and the
+/// `system`. A person's name counts (LoCoMo's speakers are both people).
+pub fn is_users(speaker: &str) -> bool {
+    !(speaker.eq_ignore_ascii_case("assistant") || speaker.eq_ignore_ascii_case("system"))
+}
+
+/// Whether `text` says that something changed ("the quota is now 1,200", "I recently moved"):
+/// what a turn that restates an older one's value says.
+pub fn says_changed(text: &str) -> bool {
+    let all = words(text);
+    (0..all.len()).any(|i| UPDATE_CUES.opens(&all[i..]))
+}
+
+/// What a question asks for, by its words.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Asks {
+    /// A topic's story in time order: an order, a progression or a summary ("list the order in
+    /// which …", "summarize how … progressed", "walk me through …"; not "in order to").
+    pub timeline: bool,
+    /// What the asker said ("I brought up", "did I mention"): the user's own turns.
+    pub own_turns: bool,
+}
+
+impl Asks {
+    /// What `question` asks for.
+    pub fn of_question(question: &str) -> Asks {
+        let all = words(question);
+        let found = |cues: &Phrases, except: Option<&Phrases>| {
+            (0..all.len()).any(|i| cues.opens(&all[i..]) && !except.is_some_and(|x| x.opens(&all[i..])))
+        };
+        Asks { timeline: found(&TIMELINE_CUES, Some(&TIMELINE_EXCEPTIONS)), own_turns: found(&OWN_TURN_CUES, None) }
     }
 }
 
@@ -118,6 +168,10 @@ mod tests {
             ("instruction_openers", &INSTRUCTION_OPENERS),
             ("instruction_exceptions", &INSTRUCTION_EXCEPTIONS),
             ("preference_phrases", &PREFERENCE_PHRASES),
+            ("timeline_cues", &TIMELINE_CUES),
+            ("timeline_exceptions", &TIMELINE_EXCEPTIONS),
+            ("own_turn_cues", &OWN_TURN_CUES),
+            ("update_cues", &UPDATE_CUES),
         ] {
             assert!(list.0.ends_with('\n'), "{name}: the last line ends with a line break");
             let lines: Vec<&str> = list.0.lines().collect();
@@ -157,6 +211,33 @@ mod tests {
         assert_eq!(of("Which do you prefer, tea or coffee?"), Kind::Other);
         assert_eq!(of("The preferred option was Redis."), Kind::Other);
         assert_eq!(Kind::of_turn("assistant", "If I'd rather keep it simple, I would use SQLite."), Kind::Other);
+    }
+
+    #[test]
+    fn a_question_asks_for_a_timeline_by_an_order_a_progression_or_a_summary() {
+        let asks = Asks::of_question;
+        // BEAM's (beam-100K-2, event ordering and summarization).
+        let order = "Can you list the order in which I brought up different aspects of implementing the city \
+                     autocomplete feature across our conversations, in order? Mention ONLY and ONLY five items.";
+        assert_eq!(asks(order), Asks { timeline: true, own_turns: true });
+        let summary = "Can you summarize what I learned about implementing and improving city autocomplete features?";
+        assert_eq!(asks(summary), Asks { timeline: true, own_turns: false });
+        assert!(asks("How have my reading goals progressed over time?").timeline);
+        assert!(asks("In what order did I bring up the three venues?").own_turns);
+        // LoCoMo's and everyday questions.
+        assert_eq!(asks("What did Caroline research in order to become a counselor?"), Asks::default());
+        assert_eq!(asks("When did Melanie paint a sunrise?"), Asks::default());
+        assert_eq!(asks("What is the daily call quota I mentioned?"), Asks { timeline: false, own_turns: true });
+    }
+
+    #[test]
+    fn a_turn_says_changed_by_an_update_word() {
+        // BEAM's (beam-100K-2, messages 66 and 128: the updated values of messages 32 and 114).
+        assert!(says_changed("I'm trying to update my API key settings to reflect the new daily quota of 1,200 calls"));
+        assert!(says_changed("the unit test coverage for my API integration has recently improved to 78%"));
+        assert!(says_changed("I no longer live in Porto."));
+        assert!(!says_changed("I'm trying to handle the API rate limit for my weather app with a counter."));
+        assert!(!says_changed("Knowledge is power."), "whole words only ('now' in 'knowledge')");
     }
 
     #[test]

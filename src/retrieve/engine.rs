@@ -13,6 +13,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 use serde::Serialize;
 
+use super::timeline::Timeline;
 use super::{Ctx, Explanation, GpuBridge, Lexical, Memory, Mode, Query, Retrieval, RetrieveConfig};
 use crate::error::{Error, Result};
 use crate::gpu::corpus::Corpus;
@@ -422,6 +423,12 @@ pub fn retrieve_on(
     let (Some(ranker), Some(rank_settings)) = (ranker, settings.rank_settings(mode)) else {
         return Ok((cpu(requests)?, report));
     };
+    // Each query as it is ranked (a timeline question about what the asker said reaches the
+    // user's turns only), as `Ctx::retrieve` frames it on the CPU.
+    let framed: Vec<Option<Query>> = requests.par_iter().map(|&(_, cx, q)| Timeline(cx).framed(q)).collect();
+    let framed: Vec<(u32, Ctx, &Query)> =
+        requests.iter().zip(&framed).map(|(&(g, cx, q), f)| (g, cx, f.as_ref().unwrap_or(q))).collect();
+    let requests = &framed[..];
     let lexical: Vec<_> = requests.par_iter().map(|&(_, cx, q)| GpuBridge(cx).lexical(q)).collect();
     let queries: Vec<RankQuery> =
         requests.iter().zip(&lexical).map(|(&(g, _, q), l)| rank_query(g as usize, q, l)).collect();

@@ -80,7 +80,7 @@ impl<'a> GpuBridge<'a> {
         anchors.extend(&lexical.anchors);
         anchors.sort_unstable();
         anchors.dedup();
-        let r = Retrieval { mode, hits, confidence: ranked.confidence, rejected: false, anchors };
+        let r = Retrieval { mode, hits, confidence: ranked.confidence, rejected: false, anchors, timeline: false };
         Some(ActivationGate(self.0).apply(query, r))
     }
 }

@@ -1,12 +1,13 @@
-//! What a query brings to retrieval: its text, analysed terms, embedding and the episodes a
-//! result may hold ([`Query`]), and its BM25 evidence in the form the GPU takes ([`Lexical`]).
-//! Plain data; must not rank.
+//! What a query brings to retrieval: its text, analysed terms, embedding, what it asks for and
+//! the episodes a result may hold ([`Query`]), and its BM25 evidence in the form the GPU takes
+//! ([`Lexical`]). Plain data; must not rank.
 
 use super::bm25::Analyzer;
 use crate::embed::EMBEDDING_DIM;
 use crate::error::{Error, Result};
+use crate::kind::Asks;
 
-/// A query ready to run: its text, analysed terms and embedding.
+/// A query ready to run: its text, analysed terms, embedding and what it asks for.
 #[derive(Debug, Clone)]
 pub struct Query {
     /// The text.
@@ -15,6 +16,8 @@ pub struct Query {
     pub terms: Vec<String>,
     /// L2-normalised embedding.
     pub embedding: Vec<f32>,
+    /// What its words ask for (a timeline; what the asker said), read once here.
+    pub asks: Asks,
     /// The episodes (by index) a result may hold; `None`: every one. Ranking is unchanged: a
     /// result is the full ranking's best allowed episodes (a filter applied inside ranking,
     /// not to a cut list).
@@ -33,7 +36,13 @@ impl Query {
                 embedding.len()
             )));
         }
-        Ok(Query { text: text.to_string(), terms: analyzer.terms(text), embedding, only: None })
+        Ok(Query {
+            text: text.to_string(),
+            terms: analyzer.terms(text),
+            embedding,
+            asks: Asks::of_question(text),
+            only: None,
+        })
     }
 
     /// Whether a result may hold episode `e`.

@@ -50,6 +50,9 @@ pub struct Retrieval {
     pub rejected: bool,
     /// Anchor nodes (graph modes).
     pub anchors: Vec<u32>,
+    /// Whether the question asks for a topic's story (an order, a progression, a summary): the
+    /// hits chosen best first, handed over in time order ([`Retrieval::in_order`]).
+    pub timeline: bool,
 }
 
 /// The order a result is shown in.
@@ -80,10 +83,11 @@ impl Retrieval {
         self.in_order(Order::Time)
     }
 
-    /// The hits best first, or in time order.
+    /// The hits best first, or in time order: as `order` asks, or as a timeline question
+    /// (`timeline`) is always handed over.
     pub fn in_order(&self, order: Order) -> Vec<&Hit> {
         let mut hits: Vec<&Hit> = self.hits.iter().collect();
-        if order == Order::Time {
+        if order == Order::Time || self.timeline {
             hits.sort_by_key(|h| h.episode);
         }
         hits
@@ -157,6 +161,7 @@ mod tests {
             confidence: 1.0,
             rejected: false,
             anchors: vec![],
+            timeline: false,
         };
         let tokens = || [300, 500, 100, 50, 900].map(Ok);
         assert_eq!(r.within_budget(None, tokens()).unwrap(), 5);

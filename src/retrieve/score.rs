@@ -65,7 +65,8 @@ impl Scorer<'_> {
             score: s,
         });
         let confidence = top.map_or(0.0, |i| a[i as usize]);
-        ActivationGate(self.0).apply(query, Retrieval { mode, hits, confidence, rejected: false, anchors })
+        ActivationGate(self.0)
+            .apply(query, Retrieval { mode, hits, confidence, rejected: false, anchors, timeline: false })
     }
 
     /// A query in `mode` over every node: the mode's scoring family on the signals of `base`,
@@ -119,7 +120,10 @@ impl Scorer<'_> {
                 let (hits, _) = collector
                     .rank_hits(query, mode, &ranked, true, &|i| ranked[i as usize], &|i, s| signals(i, s, None, None));
                 let confidence = hits.first().map_or(0.0, |h| h.signals.score);
-                gate.apply(query, Retrieval { mode, hits, confidence, rejected: false, anchors: Vec::new() })
+                gate.apply(
+                    query,
+                    Retrieval { mode, hits, confidence, rejected: false, anchors: Vec::new(), timeline: false },
+                )
             }
             Scoring::Ppr => {
                 let anchors = Anchors(self.0).of(base);
@@ -133,7 +137,7 @@ impl Scorer<'_> {
                     signals(i, s, Some(s), Some(m.graph.pagerank[i]))
                 });
                 let confidence = hits.first().map_or(0.0, |h| h.signals.score);
-                gate.apply(query, Retrieval { mode, hits, confidence, rejected: false, anchors })
+                gate.apply(query, Retrieval { mode, hits, confidence, rejected: false, anchors, timeline: false })
             }
             Scoring::Synapse => {
                 let anchors = Anchors(self.0).of(base);
@@ -149,7 +153,7 @@ impl Scorer<'_> {
                     signals(i, s, Some(a[i]), Some(pagerank[i]))
                 });
                 let confidence = top.map_or(0.0, |i| a[i as usize]);
-                gate.apply(query, Retrieval { mode, hits, confidence, rejected: false, anchors })
+                gate.apply(query, Retrieval { mode, hits, confidence, rejected: false, anchors, timeline: false })
             }
         }
     }

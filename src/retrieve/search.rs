@@ -1,14 +1,16 @@
 //! The query path of one memory, composed from its stages as the mode's plan says:
 //! signals → anchors → spread → score → collect → activation gate (`score.rs` runs these, over
 //! every node or through the dense index), then the learned gate's verdict on `synapse`'s
-//! ranking and the rerank. The entrances every caller uses are [`Ctx`]'s (a memory under a
-//! request's or an engine's settings): `retrieve`, its batches, `explain`, `learned` for a
-//! ranking the GPU made, the hand-over under the context budget; [`Memory::retrieve`],
-//! `retrieve_batch` and `explain` run them under the memory's own settings. Must not score by
-//! itself (each stage owns its part).
+//! ranking and the rerank, the recency prior, the standing context and what is current; a
+//! timeline question (`timeline.rs`) is framed before it is ranked and flagged after. The
+//! entrances every caller uses are [`Ctx`]'s (a memory under a request's or an engine's
+//! settings): `retrieve`, its batches, `explain`, `learned` for a ranking the GPU made, the
+//! hand-over under the context budget; [`Memory::retrieve`], `retrieve_batch` and `explain` run
+//! them under the memory's own settings. Must not score by itself (each stage owns its part).
 
 use super::anchors::Anchors;
 use super::config::Gate;
+use super::current::Current;
 use super::explain::Explainer;
 use super::gate::LearnedGate;
 use super::index::DenseIndex;
@@ -21,6 +23,7 @@ use super::result::{Explanation, Retrieval};
 use super::score::Scorer;
 use super::signals::Similarity;
 use super::standing::Standing;
+use super::timeline::Timeline;
 use super::verdict::Verdict;
 use crate::activation::Trace;
 use crate::error::Result;
@@ -47,6 +50,8 @@ impl Memory {
 impl<'a> Ctx<'a> {
     /// Runs one query in one mode.
     pub fn retrieve(self, query: &Query, mode: Mode) -> Result<Retrieval> {
+        let framed = Timeline(self).framed(query);
+        let query = framed.as_ref().unwrap_or(query);
         let r = match self.index_for(mode) {
             Some(index) => Scorer(self).indexed(query, mode, index.bounds(&query.embedding)),
             None => Scorer(self).run(query, &Similarity(self).base(query), mode, None),
@@ -64,6 +69,8 @@ impl<'a> Ctx<'a> {
             return queries.par_iter().map(|q| self.retrieve(q, mode)).collect();
         };
         let scorer = Scorer(self);
+        let framed: Vec<Option<Query>> = queries.iter().map(|q| Timeline(self).framed(q)).collect();
+        let queries: Vec<&Query> = queries.iter().zip(&framed).map(|(q, f)| f.as_ref().unwrap_or(q)).collect();
         let mut out = Vec::with_capacity(queries.len());
         for group in queries.chunks(BOUNDS_GROUP) {
             let embeddings: Vec<&[f32]> = group.iter().map(|q| q.embedding.as_slice()).collect();
@@ -81,6 +88,8 @@ impl<'a> Ctx<'a> {
     /// Runs one query in a synapse mode and explains each returned episode's node.
     pub fn explain(self, query: &Query, mode: Mode) -> Result<(Retrieval, Vec<Explanation>)> {
         let mut trace = Trace::default();
+        let framed = Timeline(self).framed(query);
+        let query = framed.as_ref().unwrap_or(query);
         let base = Similarity(self).base(query);
         let r = self.learned(query, Scorer(self).run(query, &base, mode, Some(&mut trace)))?;
         if !mode.is_synapse() {
@@ -94,7 +103,8 @@ impl<'a> Ctx<'a> {
     /// settings choose it, on `synapse`'s ranking of the query (`r` itself for `synapse` and,
     /// before its rerank, `synapse-gnn`; any other mode has it ranked for the purpose, so a
     /// verdict does not depend on the mode), then the rerank of a mode whose plan has one, the
-    /// recency prior, the standing context, and the best `top_k` kept.
+    /// recency prior, the standing context, what is current, and the best `top_k` kept; flagged
+    /// when the question asks for a timeline.
     pub fn learned(self, query: &Query, r: Retrieval) -> Result<Retrieval> {
         let known = match self.config.gate {
             Gate::Activation => None,
@@ -106,8 +116,10 @@ impl<'a> Ctx<'a> {
         };
         let r = if r.mode.plan().rerank { GnnRerank(self).rerank(query, r)? } else { r };
         let r = RecencyPrior(self).apply(r);
-        let mut r = Standing(self).apply(query, r);
+        let r = Standing(self).apply(query, r);
+        let mut r = Current(self).apply(r);
         r.hits.truncate(self.config.top_k);
+        r.timeline = Timeline(self).asks(query).timeline;
         if let Some((confidence, rejected)) = known {
             (r.confidence, r.rejected) = (confidence, rejected);
         }

@@ -176,12 +176,15 @@ pub struct SearchResult {
     pub confidence: f32,
     /// Whether the gate found no confident memory (the results are still given).
     pub rejected: bool,
+    /// Whether the question asks for a topic's story (an order, a progression, a summary): the
+    /// results are then the best found, in time order, whatever order the request asked.
+    pub timeline: bool,
 }
 
 impl SearchResult {
     /// The answer for a scope that holds no memory: nothing found, nothing known.
     pub fn nothing() -> SearchResult {
-        SearchResult { results: Vec::new(), confidence: 0.0, rejected: true }
+        SearchResult { results: Vec::new(), confidence: 0.0, rejected: true, timeline: false }
     }
 }
 
@@ -316,14 +319,15 @@ pub(super) fn merge(request: &SearchRequest, parts: Vec<SearchResult>, retrieve_
     }
     let confidence = parts.iter().map(|p| p.confidence).fold(f32::NEG_INFINITY, f32::max);
     let rejected = parts.iter().all(|p| p.rejected);
+    let timeline = parts.iter().any(|p| p.timeline);
     let mut results: Vec<MemoryItem> = parts.into_iter().flat_map(|p| p.results).collect();
     let score = |m: &MemoryItem| m.score.unwrap_or(f32::NEG_INFINITY);
     results.sort_by(|a, b| score(b).total_cmp(&score(a)).then_with(|| a.id.cmp(&b.id)));
     results.truncate(request.top_k.unwrap_or(retrieve_k));
-    if request.order == Order::Time {
+    if request.order == Order::Time || timeline {
         results.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
     }
-    SearchResult { results, confidence, rejected }
+    SearchResult { results, confidence, rejected, timeline }
 }
 
 /// The answer of every search of a batch that failed whole.
@@ -332,8 +336,8 @@ pub(super) fn batch_failed(n: usize, message: &str) -> Vec<Result<SearchResult>>
 }
 
 /// A search's answer: the retrieved memories of `request`'s scope, best first or in time order
-/// as it asks. A memory found through several of its passages counts once, with its best
-/// passage's score.
+/// as it asks (in time order for a timeline question). A memory found through several of its
+/// passages counts once, with its best passage's score.
 pub(super) fn answer(request: &SearchRequest, memory: &Memory, found: &Retrieval) -> SearchResult {
     let limit = request.top_k.unwrap_or(usize::MAX);
     let episodes = memory.episodes();
@@ -348,8 +352,9 @@ pub(super) fn answer(request: &SearchRequest, memory: &Memory, found: &Retrieval
             hits.push((first, h.signals.score));
         }
     }
-    if request.order == Order::Time {
-        hits.sort_by_key(|&(first, _)| first);
+    if request.order == Order::Time || found.timeline {
+        // When each was said (`created_at`), then the order they were stored in.
+        hits.sort_by_key(|&(first, _)| (episodes[first].timestamp, first));
     }
     let results = hits
         .into_iter()
@@ -359,5 +364,5 @@ pub(super) fn answer(request: &SearchRequest, memory: &Memory, found: &Retrieval
             it
         })
         .collect();
-    SearchResult { results, confidence: found.confidence, rejected: found.rejected }
+    SearchResult { results, confidence: found.confidence, rejected: found.rejected, timeline: found.timeline }
 }

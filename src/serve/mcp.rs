@@ -62,8 +62,8 @@ fn results_schema() -> Value {
 fn search_schema() -> Value {
     json!({"type": "object", "properties": {
         "results": {"type": "array", "items": item_schema()},
-        "confidence": {"type": "number"}, "rejected": {"type": "boolean"}
-    }, "required": ["results", "confidence", "rejected"]})
+        "confidence": {"type": "number"}, "rejected": {"type": "boolean"}, "timeline": {"type": "boolean"}
+    }, "required": ["results", "confidence", "rejected", "timeline"]})
 }
 
 fn filters_schema() -> Value {

@@ -96,7 +96,17 @@ def main():
     check("search best first", results[0]["id"] == added[1], [r["memory"] for r in results])
     scores = [r["score"] for r in results]
     check("search scores descend", scores == sorted(scores, reverse=True), scores)
-    check("search keeps Myelin's fields", "confidence" in found and "rejected" in found, found)
+    check("search keeps Myelin's fields", "confidence" in found and "rejected" in found
+          and found.get("timeline") is False, found)
+    # A question that asks for a story is answered in time order, whatever the scores.
+    story = "Can you summarize how my hobbies and family news progressed over time?"
+    if modern:
+        told = client.search(story, filters={"user_id": user}, top_k=4)
+    else:
+        told = client.search(story, version="v2", filters={"AND": [{"user_id": user}]}, top_k=4)
+    when = [r["created_at"] for r in told["results"]]
+    check("a timeline search says so and is in time order", told.get("timeline") is True and len(when) == 4
+          and when == sorted(when), told)
     if not modern:
         v1 = client.search(question, user_id=user, top_k=2)
         check("search v1", v1["results"][0]["id"] == added[1], v1)

@@ -228,6 +228,18 @@ pub struct RetrieveFlags {
     /// [retrieve.standing.min_similarity].
     #[arg(long)]
     pub standing_min_similarity: Option<f32>,
+    /// Read questions for a timeline (an order, a progression, a summary: handed over in time
+    /// order; what the asker said: ranked over the user's turns) [retrieve.timeline.enabled].
+    #[arg(long)]
+    pub timeline: Option<bool>,
+    /// Place a newer memory that restates an older one in a result before it
+    /// [retrieve.current.enabled].
+    #[arg(long)]
+    pub current: Option<bool>,
+    /// Least cosine of two memories of one speaker for the newer to restate the older
+    /// [retrieve.current.min_similarity].
+    #[arg(long)]
+    pub current_min_similarity: Option<f32>,
     /// Where retrieval runs: auto, cpu or gpu [gpu.backend].
     #[arg(long, value_enum)]
     pub backend: Option<Backend>,
@@ -280,7 +292,8 @@ impl RetrieveFlags {
              decay => a.decay, top_m => a.inhibition_top_m, beta => a.inhibition_beta, gamma => a.sigmoid_gamma,
              theta => a.sigmoid_theta, rho => a.rho, gnn_pool => r.gnn.pool, gnn_model => r.gnn.model,
              recency_weight => r.recency.weight, recency_form => r.recency.form, recency_half_life_days => r.recency.half_life_days,
-             standing_slots => r.standing.slots, standing_min_similarity => r.standing.min_similarity);
+             standing_slots => r.standing.slots, standing_min_similarity => r.standing.min_similarity,
+             timeline => r.timeline.enabled, current => r.current.enabled, current_min_similarity => r.current.min_similarity);
         let archive = &mut config.archive;
         set!(max_active_nodes => archive.max_active_nodes, archive_keep_windows => archive.keep_windows, archive_slack => archive.slack);
         archive.validate()?;

@@ -107,7 +107,11 @@ pub fn answer(a: &Answer<'_>, as_json: bool) -> anyhow::Result<()> {
     println!(
         "{gate}; {} episodes {}; retrieval {:.2} ms, query embedding {:.1} ms",
         result.hits.len(),
-        if a.order == Order::Time { "in time order" } else { "best first" },
+        match (a.order, result.timeline) {
+            (_, true) => "in time order (a timeline question)",
+            (Order::Time, false) => "in time order",
+            (Order::Score, false) => "best first",
+        },
         a.retrieve_ms,
         a.embed_ms
     );

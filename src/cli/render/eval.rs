@@ -144,6 +144,17 @@ pub fn eval_report(report: &Report) {
         t.add_row(row);
     }
     println!("{t}");
+    println!("newest gold turn ranked above every older one (questions with two or more gold turns):");
+    for name in &report.mode_order {
+        let cells: Vec<String> = groups
+            .iter()
+            .filter_map(|g| {
+                let n = report.modes[name].groups.get(g)?.newest_first;
+                (n.questions > 0).then(|| format!("{g} {}/{}", n.first, n.questions))
+            })
+            .collect();
+        println!("  {name}: {}", cells.join(", "));
+    }
     let k = &report.kinds;
     let count = |name: &str| k.memories.get(name).copied().unwrap_or(0);
     println!(
