@@ -423,12 +423,6 @@ pub fn retrieve_on(
     let (Some(ranker), Some(rank_settings)) = (ranker, settings.rank_settings(mode)) else {
         return Ok((cpu(requests)?, report));
     };
-    // Each query as it is ranked (a timeline question about what the asker said reaches the
-    // user's turns only), as `Ctx::retrieve` frames it on the CPU.
-    let framed: Vec<Option<Query>> = requests.par_iter().map(|&(_, cx, q)| Timeline(cx).framed(q)).collect();
-    let framed: Vec<(u32, Ctx, &Query)> =
-        requests.iter().zip(&framed).map(|(&(g, cx, q), f)| (g, cx, f.as_ref().unwrap_or(q))).collect();
-    let requests = &framed[..];
     let lexical: Vec<_> = requests.par_iter().map(|&(_, cx, q)| GpuBridge(cx).lexical(q)).collect();
     let queries: Vec<RankQuery> =
         requests.iter().zip(&lexical).map(|(&(g, _, q), l)| rank_query(g as usize, q, l)).collect();
@@ -441,7 +435,12 @@ pub fn retrieve_on(
                 .par_iter()
                 .zip(&lexical)
                 .zip(&ranked)
-                .map(|((&(_, cx, q), l), r)| GpuBridge(cx).finish(q, l, r, mode))
+                .map(|((&(_, cx, q), l), r)| {
+                    // A timeline question about the asker's words is ranked over the user's
+                    // turns only, a mask the GPU's ranking (and its gate) does not take: it is
+                    // answered on the CPU, as a filtered search is.
+                    if Timeline(cx).narrows(q) { None } else { GpuBridge(cx).finish(q, l, r, mode) }
+                })
                 .collect();
             report.completed_on_cpu = finished.iter().filter(|r| r.is_none()).count();
             // The learned signal (synapse-gnn) reranks on the CPU, as it does after a CPU ranking.

@@ -20,19 +20,20 @@ impl Timeline<'_> {
         if self.0.config.timeline.enabled { query.asks } else { Asks::default() }
     }
 
-    /// `query` as it is ranked: a timeline question about what the asker said reaches only the
-    /// user's turns (and what its own `only` allows); `None` when that changes nothing (any
-    /// other question, or a memory whose every turn is the user's).
-    pub(super) fn framed(&self, query: &Query) -> Option<Query> {
+    /// Whether `query` is ranked over the user's turns only: a timeline question about what
+    /// the asker said, of a memory where someone else speaks too.
+    pub(super) fn narrows(&self, query: &Query) -> bool {
         let asks = self.asks(query);
-        if !(asks.timeline && asks.own_turns) {
+        asks.timeline && asks.own_turns && self.0.m.episodes.iter().any(|e| !is_users(&e.speaker))
+    }
+
+    /// `query` as it is ranked: when it [narrows](Timeline::narrows), reaching only the user's
+    /// turns (and what its own `only` allows); `None` when it does not.
+    pub(super) fn framed(&self, query: &Query) -> Option<Query> {
+        if !self.narrows(query) {
             return None;
         }
-        let m = self.0.m;
-        let users: Vec<bool> = m.episodes.iter().map(|e| is_users(&e.speaker)).collect();
-        if users.iter().all(|&u| u) {
-            return None;
-        }
+        let users: Vec<bool> = self.0.m.episodes.iter().map(|e| is_users(&e.speaker)).collect();
         let only: Vec<bool> = users.iter().enumerate().map(|(e, &u)| u && query.allows(e as u32)).collect();
         Some(Query { only: Some(only.into()), ..query.clone() })
     }
