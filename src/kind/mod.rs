@@ -93,8 +93,7 @@ impl Kind {
         {
             return Kind::Instruction;
         }
-        let all = words(text);
-        if (0..all.len()).any(|i| PREFERENCE_PHRASES.opens(&all[i..])) {
+        if PREFERENCE_PHRASES.found_in(&words(text), None) {
             return Kind::Preference;
         }
         Kind::Other
@@ -110,8 +109,7 @@ pub fn is_users(speaker: &str) -> bool {
 /// Whether `text` says that something changed ("the quota is now 1,200", "I recently moved"):
 /// what a turn that restates an older one's value says.
 pub fn says_changed(text: &str) -> bool {
-    let all = words(text);
-    (0..all.len()).any(|i| UPDATE_CUES.opens(&all[i..]))
+    UPDATE_CUES.found_in(&words(text), None)
 }
 
 /// What a question asks for, by its words.
@@ -128,10 +126,10 @@ impl Asks {
     /// What `question` asks for.
     pub fn of_question(question: &str) -> Asks {
         let all = words(question);
-        let found = |cues: &Phrases, except: Option<&Phrases>| {
-            (0..all.len()).any(|i| cues.opens(&all[i..]) && !except.is_some_and(|x| x.opens(&all[i..])))
-        };
-        Asks { timeline: found(&TIMELINE_CUES, Some(&TIMELINE_EXCEPTIONS)), own_turns: found(&OWN_TURN_CUES, None) }
+        Asks {
+            timeline: TIMELINE_CUES.found_in(&all, Some(&TIMELINE_EXCEPTIONS)),
+            own_turns: OWN_TURN_CUES.found_in(&all, None),
+        }
     }
 }
 
@@ -155,6 +153,12 @@ impl Phrases {
             let mut next = words.iter();
             phrase.split(' ').all(|p| next.next().is_some_and(|w| w == p))
         })
+    }
+
+    /// Whether one of the phrases starts anywhere in `words`, except where one of `unless`
+    /// starts at the same word ("in order" but not "in order to").
+    fn found_in(&self, words: &[String], unless: Option<&Phrases>) -> bool {
+        (0..words.len()).any(|i| self.opens(&words[i..]) && !unless.is_some_and(|x| x.opens(&words[i..])))
     }
 }
 

@@ -345,17 +345,13 @@ impl RetrieveConfig {
                 self.recency.half_life_days
             )));
         }
-        if !(-1.0..=1.0).contains(&self.current.min_similarity) {
-            return Err(Error::InvalidArgument(format!(
-                "current.min_similarity {} is not a cosine in [-1, 1]",
-                self.current.min_similarity
-            )));
-        }
-        if !(-1.0..=1.0).contains(&self.standing.min_similarity) {
-            return Err(Error::InvalidArgument(format!(
-                "standing.min_similarity {} is not a cosine in [-1, 1]",
-                self.standing.min_similarity
-            )));
+        for (name, cosine) in [
+            ("current.min_similarity", self.current.min_similarity),
+            ("standing.min_similarity", self.standing.min_similarity),
+        ] {
+            if !(-1.0..=1.0).contains(&cosine) {
+                return Err(Error::InvalidArgument(format!("{name} {cosine} is not a cosine in [-1, 1]")));
+            }
         }
         if !(0.0..1.0).contains(&self.ppr_damping) {
             return Err(Error::InvalidArgument(format!("ppr_damping {} is not in [0, 1)", self.ppr_damping)));

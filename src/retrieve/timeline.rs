@@ -33,8 +33,14 @@ impl Timeline<'_> {
         if !self.narrows(query) {
             return None;
         }
-        let users: Vec<bool> = self.0.m.episodes.iter().map(|e| is_users(&e.speaker)).collect();
-        let only: Vec<bool> = users.iter().enumerate().map(|(e, &u)| u && query.allows(e as u32)).collect();
+        let only: Vec<bool> = self
+            .0
+            .m
+            .episodes
+            .iter()
+            .enumerate()
+            .map(|(e, ep)| is_users(&ep.speaker) && query.allows(e as u32))
+            .collect();
         Some(Query { only: Some(only.into()), ..query.clone() })
     }
 }
