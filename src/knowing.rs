@@ -36,6 +36,24 @@ pub struct GateExample {
     pub answerable: bool,
     /// The features, in the card's order.
     pub features: Vec<f32>,
+    /// The conversation whose question it is, when it was asked of another one (`conversation`)
+    /// instead: unanswerable there by construction (none for a question of its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+}
+
+impl GateExample {
+    /// The unit of every split: its conversation, or the one its scope was cut from.
+    pub fn fold(&self) -> &str {
+        cut_from(&self.conversation)
+    }
+}
+
+/// The conversation a scope was cut from: a scope named `{conversation}@{part}` is a part of
+/// it (`scripts/locomo-sessions.py` names a session so), held out with it; any other id is
+/// its own.
+pub fn cut_from(conversation: &str) -> &str {
+    conversation.split_once('@').map_or(conversation, |(whole, _)| whole)
 }
 
 /// How a gate model is trained.
@@ -47,11 +65,15 @@ pub struct GateOptions {
     pub max_steps: usize,
     /// Most answerable questions refused, as a share, that the threshold allows (default 0.03).
     pub max_false_refusal: f64,
+    /// Other conversations of its data set each answerable question is asked of as well, as
+    /// an unanswerable example (default 1; `eval::gate::gate_examples`).
+    #[serde(default)]
+    pub cross_conversation: usize,
 }
 
 impl Default for GateOptions {
     fn default() -> Self {
-        GateOptions { l2: 1e-3, max_steps: 50, max_false_refusal: 0.03 }
+        GateOptions { l2: 1e-3, max_steps: 50, max_false_refusal: 0.03, cross_conversation: 1 }
     }
 }
 
@@ -299,9 +321,9 @@ pub fn fit(examples: &[&GateExample], names: &[&str], options: GateOptions) -> R
     })
 }
 
-/// The distinct conversations of `examples`, sorted.
+/// The distinct folds of `examples` ([`GateExample::fold`]), sorted.
 fn conversations(examples: &[&GateExample]) -> Vec<String> {
-    let mut ids: Vec<String> = examples.iter().map(|e| e.conversation.clone()).collect();
+    let mut ids: Vec<String> = examples.iter().map(|e| e.fold().to_string()).collect();
     ids.sort();
     ids.dedup();
     ids
@@ -320,10 +342,10 @@ pub fn cross_validate(examples: &[&GateExample], names: &[&str], options: GateOp
     }
     let mut out = vec![0.0f32; examples.len()];
     for held in ids {
-        let train: Vec<&GateExample> = examples.iter().copied().filter(|e| e.conversation != held).collect();
+        let train: Vec<&GateExample> = examples.iter().copied().filter(|e| e.fold() != held).collect();
         let model = fit(&train, names, options)?;
         for (o, e) in out.iter_mut().zip(examples) {
-            if e.conversation == held {
+            if e.fold() == held {
                 *o = model.confidence(&e.features);
             }
         }
@@ -360,7 +382,7 @@ pub fn nested_cross_validation(
     }
     let mut out: Vec<Option<HeldOut>> = vec![None; examples.len()];
     for held in ids {
-        let train: Vec<&GateExample> = examples.iter().copied().filter(|e| e.conversation != held).collect();
+        let train: Vec<&GateExample> = examples.iter().copied().filter(|e| e.fold() != held).collect();
         let model = fit(&train, names, options)?;
         let inner = if conversations(&train).len() > 1 {
             cross_validate(&train, names, options)?
@@ -371,7 +393,7 @@ pub fn nested_cross_validation(
             train.iter().zip(&inner).filter(|(e, _)| e.answerable).map(|(_, &c)| c as f64).collect();
         let thresholds: Vec<f64> = limits.iter().map(|&l| threshold_for(&answerable, l)).collect();
         for (o, e) in out.iter_mut().zip(examples) {
-            if e.conversation == held {
+            if e.fold() == held {
                 *o = Some(HeldOut { confidence: model.confidence(&e.features), thresholds: thresholds.clone() });
             }
         }
@@ -401,7 +423,22 @@ mod tests {
             question: format!("{conversation}-{answerable}-{features:?}"),
             answerable,
             features,
+            from: None,
         }
+    }
+
+    #[test]
+    fn a_scope_cut_from_a_conversation_is_held_out_with_it() {
+        assert_eq!(cut_from("conv-26@s3"), "conv-26");
+        assert_eq!(cut_from("conv-26"), "conv-26");
+        let mut cut = example("conv-26@s3", true, vec![0.0]);
+        assert_eq!(cut.fold(), "conv-26");
+        cut.conversation = "beam-100K-1".into();
+        assert_eq!(cut.fold(), "beam-100K-1");
+        // Two scopes of one conversation are one fold: a cross-validation needs a second.
+        let (a, b) = (example("c@s1", true, vec![0.0]), example("c@s2", false, vec![1.0]));
+        let err = cross_validate(&[&a, &b], &["x"], GateOptions::default()).unwrap_err().to_string();
+        assert!(err.contains("only 'c'"), "{err}");
     }
 
     #[test]

@@ -356,12 +356,20 @@ pub struct TrainGateArgs {
     /// threshold, per data set, as SVG to this file.
     #[arg(long)]
     pub plot: Option<PathBuf>,
+    /// Draw the reliability diagram (held-out confidence against the share answerable) as SVG
+    /// to this file.
+    #[arg(long)]
+    pub reliability: Option<PathBuf>,
     /// L2 penalty on the standardised weights, per question.
     #[arg(long, default_value_t = GateOptions::default().l2)]
     pub l2: f64,
     /// Most answerable questions the shipped threshold refuses, as a share.
     #[arg(long, default_value_t = GateOptions::default().max_false_refusal)]
     pub max_false_refusal: f64,
+    /// Other conversations of its data set each answerable question is asked of as well, as
+    /// an unanswerable example (0: none).
+    #[arg(long, default_value_t = GateOptions::default().cross_conversation)]
+    pub cross_conversation: usize,
     #[command(flatten)]
     pub tuning: RetrieveFlags,
     /// Print the report as JSON.

@@ -17,11 +17,13 @@ use anyhow::Context;
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use indicatif::{ProgressBar, ProgressStyle};
 
-pub use answer::{Answer, answer, demo_answer};
+pub use answer::{Answer, Shown, answer, demo_answer};
 pub use bench::{
     IndexBench, bench_summary, embed_bench, goals, index_bench, index_bench_json, load, scale_history, write_bench,
 };
-pub use eval::{card, eval_gate_plot, eval_notes, eval_plot, eval_report, gate_plot, gate_training};
+pub use eval::{
+    card, eval_gate_plot, eval_notes, eval_plot, eval_report, gate_plot, gate_reliability_plot, gate_training,
+};
 pub use store::{check, ingest, prepare_step, stats};
 
 /// A new table in the house style.

@@ -1,14 +1,16 @@
 //! The learned gate in evaluation: its labelled examples (every question's `synapse` result,
-//! ranked through the engine, and the features the gate reads off it) and its
-//! cross-validated figures by data set (ROC AUC, and what it rejects at each limit on false
-//! refusals). Must not fit a model (`knowing` does) nor print.
+//! ranked through the engine, and the features the gate reads off it; every answerable
+//! question asked of other conversations as well, where it has no answer) and its
+//! cross-validated figures per data set and kind of unanswerable question (ROC AUC, what it
+//! rejects at each limit on false refusals, the reliability diagram's bins). Must not fit a
+//! model (`knowing` does) nor print.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::Loaded;
 use super::rates::{GATE_LIMITS, OperatingPoint, auc, rates_by_threshold};
+use super::{Labelled, Loaded};
 use crate::error::Result;
 use crate::knowing::{GateExample, GateOptions, HeldOut, nested_cross_validation};
 use crate::retrieve::engine::Engine;
@@ -18,30 +20,51 @@ use crate::retrieve::{KnowingFeatures, LearnedGate};
 /// Every question of `loaded` (answerable or not) as a gate example: the features of its
 /// `synapse` result (what the gate reads, see `Ctx::learned`), ranked on the CPU (the
 /// reference), one batch for all questions. The results pass the activation gate, which reads
-/// no model (the features do not depend on it).
-pub fn gate_examples(loaded: Loaded, dataset: &str) -> Result<Vec<GateExample>> {
+/// no model (the features do not depend on it). Then each answerable question is asked of the
+/// `cross` conversations after its own (in `loaded`'s order, round) as well, where it has no
+/// answer: an unanswerable example whose `from` names its own conversation.
+pub fn gate_examples(loaded: Loaded, dataset: &str, cross: usize) -> Result<Vec<GateExample>> {
     use rayon::prelude::*;
+    let n = loaded.memories.len();
     let mut engine = Engine::on_cpu_because(loaded.memories, "gate examples rank on the CPU reference".into())?;
     // The features of the ranking the learned gate judges: before the standing context leads it.
     engine.set_settings(RetrieveConfig { gate: Gate::Activation, ..engine.settings().ranking_only() })?;
-    let requests: Vec<(usize, &Query)> = loaded.questions.iter().map(|q| (q.memory, &q.query)).collect();
+    // (question, the memory it is asked of).
+    let mut asked: Vec<(&Labelled, usize)> = loaded.questions.iter().map(|q| (q, q.memory)).collect();
+    for k in 1..=cross.min(n.saturating_sub(1)) {
+        asked.extend(loaded.questions.iter().filter(|q| !q.adversarial).map(|q| (q, (q.memory + k) % n)));
+    }
+    let requests: Vec<(usize, &Query)> = asked.iter().map(|&(q, m)| (m, &q.query)).collect();
     let (results, _) = engine.retrieve_batch(&requests, Mode::Synapse)?;
-    loaded
-        .questions
+    asked
         .par_iter()
         .zip(results.par_iter())
-        .map(|(q, r)| {
-            let cx = engine.cx(q.memory)?;
+        .map(|(&(q, memory), r)| {
+            let cx = engine.cx(memory)?;
+            let own = memory == q.memory;
             Ok(GateExample {
                 conversation: cx.m.conversation().to_string(),
                 dataset: dataset.to_string(),
                 question: q.id.clone(),
-                answerable: !q.adversarial,
+                answerable: own && !q.adversarial,
                 features: LearnedGate(cx).features(&q.query, r).values(),
+                from: (!own).then(|| engine.cx(q.memory).map(|c| c.m.conversation().to_string())).transpose()?,
             })
         })
         .collect()
 }
+
+/// What a data set's own unanswerable questions are called: LoCoMo's category 5 is
+/// `adversarial`, BEAM's ability `abstention`.
+pub fn own_unanswerable(dataset: &str) -> &'static str {
+    match dataset {
+        d if d.starts_with("beam") => "abstention",
+        _ => "adversarial",
+    }
+}
+
+/// What unanswerable examples asked of another conversation are called.
+pub const CROSS_CONVERSATION: &str = "cross-conversation";
 
 /// The gate's figures on one set of questions.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -64,31 +87,93 @@ pub struct GateFigures {
 pub struct GateCrossValidation {
     /// How every fold was trained.
     pub options: GateOptions,
-    /// Conversations (folds).
+    /// Folds: conversations, each with the scopes cut from it ([`GateExample::fold`]).
     pub conversations: usize,
-    /// Per data set.
-    pub datasets: BTreeMap<String, GateFigures>,
+    /// Per data set and kind of unanswerable question ("locomo: adversarial", "beam:
+    /// cross-conversation", …): the data set's answerable questions against those.
+    pub sets: BTreeMap<String, GateFigures>,
     /// Over every question.
     pub all: GateFigures,
+    /// The held-out confidence against how often it was right, over every question.
+    pub reliability: Vec<ReliabilityBin>,
 }
 
-/// Cross-validates the gate on `examples` and measures it per data set and over all.
+/// One bin of a reliability diagram: the questions whose held-out confidence falls in it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReliabilityBin {
+    /// The bin's bounds, [low, high) (the last one holds 1).
+    pub low: f64,
+    /// Its upper bound.
+    pub high: f64,
+    /// Questions in it.
+    pub questions: usize,
+    /// Their mean confidence.
+    pub confidence: f64,
+    /// The share of them that are answerable.
+    pub answerable: f64,
+}
+
+/// Bins of the reliability diagram, of equal width over [0, 1].
+pub const RELIABILITY_BINS: usize = 10;
+
+/// Cross-validates the gate on `examples` and measures it per data set and kind of
+/// unanswerable question, and over all.
 pub fn gate_cross_validation(examples: &[GateExample], options: GateOptions) -> Result<GateCrossValidation> {
     let refs: Vec<&GateExample> = examples.iter().collect();
     let held = nested_cross_validation(&refs, KnowingFeatures::NAMES, options, &GATE_LIMITS)?;
     let pairs: Vec<(&GateExample, &HeldOut)> = examples.iter().zip(&held).collect();
-    let mut datasets = BTreeMap::new();
+    let mut sets = BTreeMap::new();
     let mut names: Vec<&str> = examples.iter().map(|e| e.dataset.as_str()).collect();
     names.sort();
     names.dedup();
     for name in names {
-        let of: Vec<(&GateExample, &HeldOut)> = pairs.iter().copied().filter(|(e, _)| e.dataset == name).collect();
-        datasets.insert(name.to_string(), figures(&of));
+        for cross in [false, true] {
+            let of: Vec<(&GateExample, &HeldOut)> = pairs
+                .iter()
+                .copied()
+                .filter(|(e, _)| e.dataset == name && (e.answerable || e.from.is_some() == cross))
+                .collect();
+            if of.iter().any(|(e, _)| !e.answerable) {
+                let kind = if cross { CROSS_CONVERSATION } else { own_unanswerable(name) };
+                sets.insert(format!("{name}: {kind}"), figures(&of));
+            }
+        }
     }
-    let mut conversations: Vec<&str> = examples.iter().map(|e| e.conversation.as_str()).collect();
+    let mut conversations: Vec<&str> = examples.iter().map(|e| e.fold()).collect();
     conversations.sort();
     conversations.dedup();
-    Ok(GateCrossValidation { options, conversations: conversations.len(), datasets, all: figures(&pairs) })
+    Ok(GateCrossValidation {
+        options,
+        conversations: conversations.len(),
+        sets,
+        all: figures(&pairs),
+        reliability: reliability(&pairs),
+    })
+}
+
+fn reliability(pairs: &[(&GateExample, &HeldOut)]) -> Vec<ReliabilityBin> {
+    let width = 1.0 / RELIABILITY_BINS as f64;
+    (0..RELIABILITY_BINS)
+        .map(|b| {
+            let (low, high) = (b as f64 * width, (b + 1) as f64 * width);
+            let last = b + 1 == RELIABILITY_BINS;
+            let of: Vec<&(&GateExample, &HeldOut)> = pairs
+                .iter()
+                .filter(|(_, h)| {
+                    let c = h.confidence as f64;
+                    c >= low && (c < high || last)
+                })
+                .collect();
+            let n = of.len().max(1) as f64;
+            ReliabilityBin {
+                low,
+                high,
+                questions: of.len(),
+                confidence: of.iter().map(|(_, h)| h.confidence as f64).sum::<f64>() / n,
+                answerable: of.iter().filter(|(e, _)| e.answerable).count() as f64 / n,
+            }
+        })
+        .collect()
 }
 
 fn figures(pairs: &[(&GateExample, &HeldOut)]) -> GateFigures {

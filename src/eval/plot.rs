@@ -328,6 +328,17 @@ where
 /// The gate's two rates against its threshold τ (both axes linear, in [0, 1]): one line per
 /// series, e.g. "LoCoMo: adversarial rejected" and "LoCoMo: answerable refused".
 pub fn gate_svg(title: &str, series: &[Series]) -> std::result::Result<String, String> {
+    unit_svg(title, "threshold τ (rejected when the confidence is under it)", "share of questions", series)
+}
+
+/// A reliability diagram: the share of answerable questions against the gate's confidence, one
+/// line per series (a line from (0, 0) to (1, 1) is a calibrated gate).
+pub fn reliability_svg(title: &str, series: &[Series]) -> std::result::Result<String, String> {
+    unit_svg(title, "confidence (held out)", "share answerable", series)
+}
+
+/// Lines in the unit square, both axes linear in [0, 1].
+fn unit_svg(title: &str, x_desc: &str, y_desc: &str, series: &[Series]) -> std::result::Result<String, String> {
     if series.iter().all(|s| s.points.is_empty()) {
         return Err("nothing to plot: no points".to_string());
     }
@@ -344,8 +355,8 @@ pub fn gate_svg(title: &str, series: &[Series]) -> std::result::Result<String, S
             .map_err(fail)?;
         chart
             .configure_mesh()
-            .x_desc("threshold τ (rejected when the confidence is under it)")
-            .y_desc("share of questions")
+            .x_desc(x_desc)
+            .y_desc(y_desc)
             .x_labels(11)
             .y_labels(11)
             .max_light_lines(1)

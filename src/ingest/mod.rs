@@ -309,13 +309,16 @@ mod tests {
         assert_eq!(dates.len(), 3, "three sessions on three dates");
         assert!(demo.sessions.iter().all(|s| s.date.is_some()));
         assert_eq!(demo.turns().filter(|t| t.image_caption.is_some()).count(), 1);
-        assert_eq!(demo.questions.len(), 8);
+        assert_eq!(demo.questions.len(), 9);
         let mut categories: Vec<&str> = demo.questions.iter().map(|q| q.category.as_str()).collect();
         categories.sort_unstable();
         categories.dedup();
         assert_eq!(categories, ["1", "2", "4", "5"]);
-        assert_eq!(demo.questions.iter().filter(|q| q.adversarial).count(), 1);
-        assert!(demo.questions.iter().all(|q| !q.evidence.is_empty() && !q.answer.is_empty()));
+        // "What breed is Maya's dog?" points at Tom's dog; "What is the capital of Australia?"
+        // at nothing: the memory was never told.
+        assert_eq!(demo.questions.iter().filter(|q| q.adversarial).count(), 2);
+        assert!(demo.questions.iter().all(|q| !q.answer.is_empty()));
+        assert!(demo.questions.iter().all(|q| q.evidence.is_empty() == q.text.contains("Australia")));
         assert_eq!((loaded.repaired_evidence, loaded.unresolved_evidence), (0, 0));
     }
 

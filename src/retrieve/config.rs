@@ -62,6 +62,10 @@ pub struct RetrieveConfig {
     /// unset: all `top_k`): the best episodes of a result, in score order, while they fit (at
     /// least one), then in time order. Ranking, recall@k and the gate still see all `top_k`.
     pub max_context_tokens: Option<usize>,
+    /// When the gate rejects a result, the most of its best episodes handed over (default 3;
+    /// the API marks them `weak`; 0: none): the closest the memory holds, never the whole
+    /// `top_k`. Ranking, recall@k and the gate still see all `top_k`.
+    pub weak_results: usize,
     /// Anchors taken from each trigger: the top nodes by BM25 and by dense similarity (default 10).
     pub anchor_k: usize,
     /// Scale of the initial activation, `a(0) = α·max(0, sim)` on anchors (default 2; the
@@ -250,6 +254,7 @@ impl Default for RetrieveConfig {
             gate_model: None,
             gate_model_threshold: None,
             top_k: 30,
+            weak_results: 3,
             max_context_tokens: Some(1000),
             anchor_k: 10,
             alpha: 2.0,

@@ -109,6 +109,16 @@ knowing_features! {
     blind_owned_by_named,
     /// The named speaker's share of the best covering turns' facts.
     share_owned,
+    /// The best dense score of a turn, over the returned turns and the best covering ones:
+    /// how close the memory comes to the question at all.
+    dense_best,
+    /// The mean of the three best dense scores over the same turns.
+    dense_top3,
+    /// ln(1 + the names the question writes but the speakers' ([`Query::names`])).
+    names,
+    /// The share of those names no turn holds (0 without names): a person or place the
+    /// memory was never told about.
+    unknown_names,
 }
 
 /// Returned episodes the learned gate looks at, best first.
@@ -221,6 +231,13 @@ impl<'a> LearnedGate<'a> {
             .map(|&e| (e, similarity(Similarity(self.0).node_dense(node_of(e), query), lexical(e), max_lexical, w)))
             .collect();
         blind.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        // How close the memory comes at all: the best dense scores of the same turns.
+        let mut dense: Vec<f32> =
+            candidates.iter().map(|&e| Similarity(self.0).node_dense(node_of(e), query)).collect();
+        dense.sort_by(|a, b| b.total_cmp(a));
+        let dense_top3 = dense.iter().take(3).sum::<f32>() / dense.len().clamp(1, 3) as f32;
+        let names = words.other_names(query);
+        let unknown_names = m.bm25.term_postings(&names).iter().filter(|t| t.1.is_empty()).count();
         let (_, blind_named, blind_other) = split(&blind, &is_named);
         // Naming nobody, no fact is the named speaker's: 0, so that the other features carry
         // such a question alone (with the overall values, as `split` gives them, the model's
@@ -292,6 +309,10 @@ impl<'a> LearnedGate<'a> {
             best_owned_by_named: sign(best.first().map(|b| b.0), &owned_by_named),
             blind_owned_by_named: sign(blind.first().map(|b| b.0), &owned_by_named),
             share_owned,
+            dense_best: dense.first().copied().unwrap_or(0.0),
+            dense_top3,
+            names: (names.len() as f32).ln_1p(),
+            unknown_names: if names.is_empty() { 0.0 } else { unknown_names as f32 / names.len() as f32 },
         }
     }
 }
@@ -397,6 +418,15 @@ mod tests {
         let tokyo = features(&m, "What did Bob adopt in Tokyo?");
         assert_eq!(tokyo["unknown_terms"], 0.5);
         assert!(tokyo["memory_coverage"] < 0.6 && tokyo["missing_best"] == 1.0, "{tokyo:?}");
+        // Names: "Tokyo" is one no turn holds; "Bob" is a speaker's, and "Rex" one a turn holds.
+        assert_eq!((tokyo["names"], tokyo["unknown_names"]), (2f32.ln(), 1.0));
+        let rex = features(&m, "Is Rex a beagle?");
+        assert_eq!((rex["names"], rex["unknown_names"]), (2f32.ln(), 0.0));
+        assert_eq!((alice["names"], alice["unknown_names"]), (0.0, 0.0));
+        // How close the memory comes: the query is 0.6·turn 0 + 0.8·turn 2, so the best cosine
+        // is 0.8 and the best three's mean (0.8 + 0.6 + 0) / 3.
+        assert!((alice["dense_best"] - 0.8).abs() < 1e-6, "{alice:?}");
+        assert!((alice["dense_top3"] - 1.4 / 3.0).abs() < 1e-6, "{alice:?}");
         // Naming nobody: the named and other values are the overall ones.
         let none = features(&m, "Who started a pottery class?");
         assert_eq!((none["named"], none["best_by_named"]), (0.0, 0.0));

@@ -18,6 +18,9 @@ pub struct Query {
     pub embedding: Vec<f32>,
     /// What its words ask for (a timeline; what the asker said), read once here.
     pub asks: Asks,
+    /// The terms of the names it writes: its words with a capital but a sentence's first
+    /// ("Caroline", "Lisbon", "LGBTQ"), analysed as [`Query::terms`] are, each once.
+    pub names: Vec<String>,
     /// The episodes (by index) a result may hold; `None`: every one. Ranking is unchanged: a
     /// result is the full ranking's best allowed episodes (a filter applied inside ranking,
     /// not to a cut list).
@@ -41,6 +44,7 @@ impl Query {
             terms: analyzer.terms(text),
             embedding,
             asks: Asks::of_question(text),
+            names: names(analyzer, text),
             only: None,
         })
     }
@@ -49,6 +53,26 @@ impl Query {
     pub fn allows(&self, e: u32) -> bool {
         self.only.as_ref().is_none_or(|only| only.get(e as usize).copied().unwrap_or(false))
     }
+}
+
+/// The terms of the words of `text` written with a capital, but a sentence's first word and
+/// one-letter words and pieces ("I", the "s" of "Maya's"), each once, in order.
+fn names(analyzer: &mut Analyzer, text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut opens = true;
+    for word in text.split_whitespace() {
+        let bare = word.trim_matches(|c: char| !c.is_alphanumeric());
+        let capital = bare.chars().next().is_some_and(char::is_uppercase) && bare.chars().nth(1).is_some();
+        if capital && !opens {
+            for t in analyzer.terms(bare) {
+                if t.chars().nth(1).is_some() && !out.contains(&t) {
+                    out.push(t);
+                }
+            }
+        }
+        opens = word.ends_with(['.', '?', '!', ':']) || (opens && bare.is_empty());
+    }
+    out
 }
 
 /// A query's BM25 evidence for the GPU: non-zero scores by ascending node, and its BM25 anchors.
@@ -64,5 +88,26 @@ impl Lexical {
     /// The BM25 score of `node` (0 without a match).
     pub fn score(&self, node: u32) -> f32 {
         self.entries.binary_search_by_key(&node, |e| e.0).map_or(0.0, |k| self.entries[k].1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names_of(text: &str) -> Vec<String> {
+        names(&mut Analyzer::new().unwrap(), text)
+    }
+
+    #[test]
+    fn names_are_the_capitalised_words_past_a_sentences_first() {
+        assert_eq!(names_of("What breed is Maya's dog?"), ["maya"]);
+        // Stemmed, as the terms are.
+        assert_eq!(names_of("When did Caroline go to the LGBTQ support group?"), ["carolin", "lgbtq"]);
+        // A sentence's first word and "I" are no names; the second sentence opens afresh.
+        assert_eq!(names_of("What is the capital of Australia? Tell me, I forgot."), ["australia"]);
+        assert_eq!(names_of("How did I feel about it?"), Vec::<String>::new());
+        // Each once.
+        assert_eq!(names_of("Did Tom meet Tom's sister in Lisbon?"), ["tom", "lisbon"]);
     }
 }

@@ -126,13 +126,17 @@ impl<'a> Ctx<'a> {
         Ok(r)
     }
 
-    /// `r` cut to what the context budget (`max_context_tokens`) hands over: its best hits
-    /// while their tokens fit ([`Retrieval::within_budget`]), each episode's embedded text
+    /// `r` cut to what is handed over: a rejected result's best `weak_results` hits at most,
+    /// and within the context budget (`max_context_tokens`) the best hits while their tokens
+    /// fit ([`Retrieval::within_budget`]), each episode's embedded text
     /// counted by `count` (the embedder's tokenizer, `Embedder::token_count`, as `eval`
     /// counts context; the same function for the memory's life: an episode is counted once,
     /// the first time it is handed over, and its count kept).
     pub fn hand_over(self, mut r: Retrieval, count: impl Fn(&str) -> Result<usize>) -> Result<Retrieval> {
         let m = self.m;
+        if r.rejected {
+            r.hits.truncate(self.config.weak_results);
+        }
         // Counted lazily: the episodes after the first that does not fit are never tokenised.
         let tokens = r.hits.iter().map(|h| {
             let kept = &m.tokens[h.episode as usize];

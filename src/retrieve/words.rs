@@ -43,9 +43,18 @@ impl Words<'_> {
     /// and one-letter pieces of a contraction or a possessive (the analyzer splits "Maya's"
     /// into "maya" and "s").
     pub(super) fn content_terms(&self, query: &Query) -> Vec<String> {
-        let name_term = |t: &str| t.len() >= 3 && self.0.m.speakers.iter().any(|s| s.starts_with(t));
-        let content_word = |t: &str| t.chars().count() > 1 && !name_term(t) && !is_stop(t);
+        let content_word = |t: &str| t.chars().count() > 1 && !self.speaker_term(t) && !is_stop(t);
         query.terms.iter().filter(|t| content_word(t)).cloned().collect()
+    }
+
+    /// Whether term `t` is (the start of) a speaker's name.
+    pub(super) fn speaker_term(&self, t: &str) -> bool {
+        t.len() >= 3 && self.0.m.speakers.iter().any(|s| s.starts_with(t))
+    }
+
+    /// The names the query writes ([`Query::names`]) but the speakers'.
+    pub(super) fn other_names(&self, query: &Query) -> Vec<String> {
+        query.names.iter().filter(|t| !self.speaker_term(t)).cloned().collect()
     }
 
     /// The nodes of an episode's window: the turn and the turns before and after it.

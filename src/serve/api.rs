@@ -103,6 +103,10 @@ pub struct MemoryItem {
     /// The retrieval score (search results only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub score: Option<f32>,
+    /// Whether it is only among the closest the memory holds to a search the gate rejected,
+    /// not an answer to it (search results only; `retrieve.weak_results` of them at most).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub weak: Option<bool>,
 }
 
 /// A change to a memory (at least one part): its text (its passages embedded anew), its
@@ -174,7 +178,8 @@ pub struct SearchResult {
     pub results: Vec<MemoryItem>,
     /// The gate's confidence.
     pub confidence: f32,
-    /// Whether the gate found no confident memory (the results are still given).
+    /// Whether the gate found no confident memory: the results are then only the few closest
+    /// (`retrieve.weak_results`), each marked `weak`.
     pub rejected: bool,
     /// Whether the question asks for a topic's story (an order, a progression, a summary): the
     /// results are then the best found, in time order, whatever order the request asked.
@@ -271,6 +276,7 @@ pub(super) fn item(scope: &Scope, passages: &[Episode]) -> MemoryItem {
         access_count: 0,
         scope: scope.clone(),
         score: None,
+        weak: None,
     }
 }
 
@@ -361,6 +367,7 @@ pub(super) fn answer(request: &SearchRequest, memory: &Memory, found: &Retrieval
         .map(|(first, score)| {
             let mut it = item(&request.scope, passages_at(episodes, first));
             it.score = Some(score);
+            it.weak = Some(found.rejected);
             it
         })
         .collect();

@@ -50,7 +50,7 @@ fn item_schema() -> Value {
         "created_at": {"type": ["string", "null"]}, "updated_at": {"type": ["string", "null"]},
         "expires_at": {"type": ["string", "null"]}, "expiration_date": {"type": ["string", "null"]},
         "hash": {"type": "string"}, "user_id": {"type": "string"}, "agent_id": {"type": "string"},
-        "run_id": {"type": "string"}, "score": {"type": "number"},
+        "run_id": {"type": "string"}, "score": {"type": "number"}, "weak": {"type": "boolean"},
         "categories": {"type": "array", "items": {"type": "string", "enum": crate::kind::Kind::names()}}
     }, "required": ["id", "memory", "role", "hash", "categories"]})
 }

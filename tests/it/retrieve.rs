@@ -76,24 +76,35 @@ fn demo_queries_find_their_evidence_in_every_mode() {
         ok(&store, &["query", "--conversation", "demo", "--explain", "Which cities did Maya visit in Portugal?"]);
     assert!(text.contains("anchor by") && text.contains("path"), "{text}");
 
-    // The learned gate (the default) rejects the question the demo has no memory for (Maya
-    // has no dog; Tom's is the beagle mix) and answers the others; the demo says so.
+    // The learned gate (the default) rejects the questions the demo has no memory for (Maya
+    // has no dog, Tom's is the beagle mix; nobody spoke of Australia) and answers the others;
+    // the demo says so, and shows what it found as text, in rank order, evidence starred.
     let dog = "What breed is Maya's dog?";
-    assert!(out.contains(&format!("{dog} → no confident memory")), "{out}");
-    assert_eq!(out.matches("no confident memory").count(), 1, "{out}");
+    let australia = "What is the capital of Australia?";
+    for refused in [dog, australia] {
+        assert!(out.contains(&format!("{refused}  no confident memory")), "{out}");
+    }
+    assert_eq!(out.matches("no confident memory").count(), 2, "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    let at = lines.iter().position(|l| l.contains("What is the name of Tom's dog?  confidence")).expect("answered");
+    assert!(lines[at + 1].contains("1 ★ D1:8") && lines[at + 1].contains("Tom: A two-year-old beagle mix"), "{out}");
     let v = query(&store, &[dog]);
     assert_eq!((&v["rejected"], &v["gate"], &v["mode"]), (&true.into(), &"learned".into(), &"synapse-gnn".into()));
+    // A rejected result hands over its few closest (`retrieve.weak_results`, 3), marked weak.
+    assert_eq!((turn_ids(&v).len(), &v["weak"]), (3, &true.into()), "{v}");
+    let v = query(&store, &["--weak-results", "0", australia]);
+    assert_eq!((&v["rejected"], turn_ids(&v).len()), (&true.into(), 0), "{v}");
     let v = query(&store, &["What job did Maya get?"]);
-    assert_eq!(v["rejected"], false);
+    assert_eq!((&v["rejected"], &v["weak"]), (&false.into(), &false.into()));
     assert!(v["confidence"].as_f64().unwrap() > v["gate_threshold"].as_f64().unwrap(), "{v}");
     // Its threshold is a setting; the paper's gate rejects under τ_gate. Either says so.
     for gate in [&["--gate-model-threshold", "1"][..], &["--gate", "activation", "--gate-threshold", "1.5"]] {
         let v = query(&store, &[gate, &["What job did Maya get?"]].concat());
         assert_eq!(v["rejected"], true, "{gate:?}");
-        assert!(turn_ids(&v).is_empty());
+        assert_eq!(turn_ids(&v).len(), 3, "{gate:?}");
         let args = [&["query", "--conversation", "demo"][..], gate, &["What job did Maya get?"]].concat();
         let text = ok(&store, &args);
-        assert!(text.contains("no confident memory"), "{text}");
+        assert!(text.contains("no confident memory") && text.contains("3 weak episodes"), "{text}");
     }
 
     let err = fails(&store, &["query", "--conversation", "nope", "What?"]);

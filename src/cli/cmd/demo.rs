@@ -1,7 +1,8 @@
 //! `myelin demo`: ingest the built-in demo conversation, show the store, and answer the demo's
 //! own questions with the default mode (other conversations of the store are left alone).
 //!
-//! Owns the demo's steps and its choice of three episodes an answer. Must not format output.
+//! Owns the demo's steps and its choice of what an answer shows (what a search hands over, the
+//! best three). Must not format output.
 
 use std::path::Path;
 use std::time::Instant;
@@ -29,26 +30,40 @@ pub fn run(config: Config, g: &Globals) -> anyhow::Result<()> {
     g.runtime.block_on(answer(&g.store, &config, &ids))
 }
 
-/// Episodes shown per question.
-const SHOWN: usize = 3;
+/// Episodes shown per question, at most.
+const SHOWN: usize = 5;
 
-/// Answers the questions of `conversations` with the default mode, three episodes each.
+/// Answers the questions of `conversations` with the default mode: for each, what it hands
+/// over (a rejected result's few closest, marked weak), the best five in rank order.
 async fn answer(store_dir: &Path, config: &Config, conversations: &[String]) -> anyhow::Result<()> {
     let store = Store::open(store_dir).await?;
     let embedder = Embedder::load(&config.embed)?;
     let mut analyzer = Analyzer::new()?;
+    let mode = config.retrieve.mode;
     for id in conversations {
         let memory = myelin::pipeline::stored_memory(&store, id, config).await?;
         let engine = Engine::new(vec![memory], &config.gpu)?;
-        let memory = engine.memory(0)?;
+        let cx = engine.cx(0)?;
+        let threshold = cx.rejection_threshold(mode)?;
         for q in store.questions(id).await? {
             let query = Query::new(&mut analyzer, &q.text, embedder.embed_one(&q.text)?)?;
-            // The whole result ranks and gates; the best three are shown, in time order.
-            let mut r = engine.retrieve(0, &query, config.retrieve.mode)?;
+            let r = engine.retrieve(0, &query, mode)?;
+            let mut r = cx.hand_over(r, |t| embedder.token_count(t))?;
             r.hits.truncate(SHOWN);
-            let turns: Vec<String> =
-                r.time_ordered().iter().map(|h| memory.episodes()[h.episode as usize].turn_id.clone()).collect();
-            render::demo_answer(id, &q.text, &turns, &r, &q.evidence);
+            let shown: Vec<render::Shown> = r
+                .hits
+                .iter()
+                .map(|h| {
+                    let e = &cx.m.episodes()[h.episode as usize];
+                    render::Shown {
+                        turn: &e.turn_id,
+                        speaker: &e.speaker,
+                        text: &e.text,
+                        evidence: q.evidence.contains(&e.turn_id),
+                    }
+                })
+                .collect();
+            render::demo_answer(id, &q.text, &shown, &r, threshold, &q.evidence);
         }
     }
     Ok(())

@@ -12,7 +12,7 @@ use myelin::config::Config;
 use myelin::embed::Embedder;
 use myelin::eval::gate::{gate_cross_validation, gate_examples};
 use myelin::eval::load;
-use myelin::knowing::{GateExample, GateOptions, train};
+use myelin::knowing::{GateExample, GateOptions, cut_from, train};
 use myelin::prepare::Inputs;
 use myelin::retrieve::KnowingFeatures;
 use myelin::store::Store;
@@ -29,22 +29,38 @@ pub fn run(args: TrainGateArgs, mut config: Config, g: &Globals) -> anyhow::Resu
 
 async fn train_gate(args: &TrainGateArgs, config: &Config, g: &Globals) -> anyhow::Result<()> {
     let started = Instant::now();
-    let options = GateOptions { l2: args.l2, max_false_refusal: args.max_false_refusal, ..GateOptions::default() };
+    let options = GateOptions {
+        l2: args.l2,
+        max_false_refusal: args.max_false_refusal,
+        cross_conversation: args.cross_conversation,
+        ..GateOptions::default()
+    };
     let embedder = Embedder::load(&config.embed)?;
     let inputs = Inputs { paths: &args.paths, only: &args.conversations, expected: None };
     let ids = prepare_noting(&g.store, inputs, &embedder, config, g.quiet).await?;
     let store = Store::open(&g.store).await?;
     let stored = store.conversations().await?;
     let mut examples: Vec<GateExample> = Vec::new();
-    for dataset in ["locomo", "beam"] {
-        let of: Vec<String> =
-            ids.iter().filter(|id| stored.iter().any(|c| &c.id == *id && c.format == dataset)).cloned().collect();
+    // Whole conversations and the scopes cut from them (their sessions) apart: each its own
+    // set of examples, asked of the others of its set.
+    for (format, cut, dataset) in [
+        ("locomo", false, "locomo"),
+        ("locomo", true, "locomo-sessions"),
+        ("beam", false, "beam"),
+        ("beam", true, "beam-sessions"),
+    ] {
+        let of: Vec<String> = ids
+            .iter()
+            .filter(|id| (cut_from(id) != id.as_str()) == cut)
+            .filter(|id| stored.iter().any(|c| &c.id == *id && c.format == format))
+            .cloned()
+            .collect();
         if of.is_empty() {
             continue;
         }
         let progress = render::progress_bar(g.quiet, "questions")?;
-        let loaded = load(&store, dataset, &of, &embedder, config, &progress).await?;
-        examples.extend(gate_examples(loaded, dataset)?);
+        let loaded = load(&store, format, &of, &embedder, config, &progress).await?;
+        examples.extend(gate_examples(loaded, dataset, options.cross_conversation)?);
     }
     if let Some(path) = &args.examples {
         let mut lines = String::new();
@@ -70,6 +86,11 @@ async fn train_gate(args: &TrainGateArgs, config: &Config, g: &Globals) -> anyho
     };
     if let Some(path) = &args.plot {
         let svg = render::gate_plot(&report).map_err(|e| anyhow::anyhow!("drawing {}: {e}", path.display()))?;
+        std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &args.reliability {
+        let svg =
+            render::gate_reliability_plot(&report).map_err(|e| anyhow::anyhow!("drawing {}: {e}", path.display()))?;
         std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
     }
     render::gate_training(&report, model.as_ref().map(|(m, p)| (m, *p)), args.json)?;

@@ -151,6 +151,10 @@ pub struct RetrieveFlags {
     /// Hand over all top-k episodes, whatever their length [retrieve.max_context_tokens = none].
     #[arg(long)]
     pub no_context_budget: bool,
+    /// Most episodes of a result the gate rejects handed over, marked weak (0: none)
+    /// [retrieve.weak_results].
+    #[arg(long)]
+    pub weak_results: Option<usize>,
     /// Anchors per trigger (BM25, dense) [retrieve.anchor_k].
     #[arg(long)]
     pub anchor_k: Option<usize>,
@@ -287,7 +291,7 @@ impl RetrieveFlags {
         macro_rules! set {
             ($($flag:ident => $target:expr),* $(,)?) => { $( if let Some(v) = self.$flag.clone() { $target = v; } )* };
         }
-        set!(mode => r.mode, gate => r.gate, top_k => r.top_k, anchor_k => r.anchor_k, alpha => r.alpha, lexical_weight => r.lexical_weight, gate_threshold => r.gate_threshold,
+        set!(mode => r.mode, gate => r.gate, top_k => r.top_k, weak_results => r.weak_results, anchor_k => r.anchor_k, alpha => r.alpha, lexical_weight => r.lexical_weight, gate_threshold => r.gate_threshold,
              concepts_in_results => r.concepts_in_results, concept_anchors => r.concept_anchors, passage_discount => r.passage_discount, speaker_check => r.speaker_check, steps => a.steps, spreading => a.spreading,
              decay => a.decay, top_m => a.inhibition_top_m, beta => a.inhibition_beta, gamma => a.sigmoid_gamma,
              theta => a.sigmoid_theta, rho => a.rho, gnn_pool => r.gnn.pool, gnn_model => r.gnn.model,

@@ -10,16 +10,40 @@ use myelin::retrieve::{Explanation, Gate, Memory, Mode, Order, Retrieval};
 
 use super::{json, table};
 
-/// One answer of `myelin demo`: the question, the turns returned, the gold evidence.
-pub fn demo_answer(conversation: &str, question: &str, turns: &[String], result: &Retrieval, evidence: &[String]) {
-    let verdict = if result.rejected { "no confident memory".to_string() } else { turns.join(", ") };
-    println!(
-        "{}: {} → {verdict} (confidence {:.3}; evidence {})",
-        conversation,
-        question,
-        result.confidence,
-        if evidence.is_empty() { "none".to_string() } else { evidence.join(", ") }
-    );
+/// One episode a demo answer shows.
+pub struct Shown<'a> {
+    /// Its turn id.
+    pub turn: &'a str,
+    /// Who said it.
+    pub speaker: &'a str,
+    /// What they said.
+    pub text: &'a str,
+    /// Whether it is gold evidence of the question.
+    pub evidence: bool,
+}
+
+/// One answer of `myelin demo`: the question, the gate's verdict, what was found in rank order
+/// (gold evidence starred; weak when the gate rejected the result), the gold evidence.
+pub fn demo_answer(
+    conversation: &str,
+    question: &str,
+    shown: &[Shown<'_>],
+    result: &Retrieval,
+    threshold: Option<f32>,
+    evidence: &[String],
+) {
+    let threshold = threshold.map_or(String::new(), |t| format!(", threshold {t:.3}"));
+    let verdict = if result.rejected {
+        format!("no confident memory (confidence {:.3}{threshold}); the closest, weak:", result.confidence)
+    } else {
+        format!("confidence {:.3}{threshold}", result.confidence)
+    };
+    let gold = if evidence.is_empty() { "none".to_string() } else { evidence.join(", ") };
+    println!("{conversation} · {question}  {verdict}  [evidence: {gold}]");
+    for (rank, s) in shown.iter().enumerate() {
+        let star = if s.evidence { "★" } else { " " };
+        println!("  {} {star} {:<6} {}: {}", rank + 1, s.turn, s.speaker, shorten(s.text, 90));
+    }
 }
 
 /// The answer of `myelin query` and what went into it.
@@ -84,7 +108,7 @@ pub fn answer(a: &Answer<'_>, as_json: bool) -> anyhow::Result<()> {
             "conversation": a.conversation, "question": a.question, "mode": mode.as_str(),
             "rejected": result.rejected, "confidence": result.confidence, "gate": a.gate.as_str(),
             "gate_threshold": a.threshold,
-            "episodes": if result.rejected { Vec::new() } else { hits },
+            "episodes": hits, "weak": result.rejected,
             "anchors": result.anchors.iter().map(|&n| memory.node_name(n)).collect::<Vec<_>>(),
             "explain": explain, "query_embedding_ms": a.embed_ms, "retrieval_ms": a.retrieve_ms,
             "backend": a.backend,
@@ -102,11 +126,14 @@ pub fn answer(a: &Answer<'_>, as_json: bool) -> anyhow::Result<()> {
     };
     if result.rejected {
         println!("no confident memory of that: {gate}");
-        return Ok(());
+        if result.hits.is_empty() {
+            return Ok(());
+        }
     }
     println!(
-        "{gate}; {} episodes {}; retrieval {:.2} ms, query embedding {:.1} ms",
+        "{gate}; {} {}episodes {}; retrieval {:.2} ms, query embedding {:.1} ms",
         result.hits.len(),
+        if result.rejected { "weak " } else { "" },
         match (a.order, result.timeline) {
             (_, true) => "in time order (a timeline question)",
             (Order::Time, false) => "in time order",

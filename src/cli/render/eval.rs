@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use myelin::eval::gate::GateCrossValidation;
-use myelin::eval::plot::{Curve, Panel, Series, gate_svg, recall_svg};
+use myelin::eval::plot::{Curve, Panel, Series, gate_svg, recall_svg, reliability_svg};
 use myelin::eval::{GroupReport, Report};
 use myelin::gnn::relevance::Card;
 use myelin::knowing::GateModel;
@@ -238,7 +238,7 @@ pub fn gate_training(
         header.push(format!("refused (≤{l:.0}%)"));
     }
     t.set_header(header);
-    let rows = report.datasets.iter().map(|(n, f)| (n.as_str(), f)).chain([("all", &report.all)]);
+    let rows = report.sets.iter().map(|(n, f)| (n.as_str(), f)).chain([("all", &report.all)]);
     for (name, f) in rows {
         let mut row = vec![
             name.to_string(),
@@ -254,6 +254,18 @@ pub fn gate_training(
     }
     println!("learned gate, cross-validated by conversation ({} folds; nested thresholds):", report.conversations);
     println!("{t}");
+    let mut r = table();
+    r.set_header(["held-out confidence", "questions", "mean confidence", "answerable"]);
+    for b in report.reliability.iter().filter(|b| b.questions > 0) {
+        r.add_row([
+            format!("{:.1}–{:.1}", b.low, b.high),
+            b.questions.to_string(),
+            format!("{:.3}", b.confidence),
+            format!("{:.3}", b.answerable),
+        ]);
+    }
+    println!("reliability (every question, own and asked of another conversation):");
+    println!("{r}");
     if let Some((m, path)) = model {
         println!(
             "trained on {} answerable and {} unanswerable questions in {} Newton steps; threshold {:.4} ({}); wrote {}",
@@ -277,7 +289,7 @@ pub fn gate_training(
 /// The SVG of `train-gate`'s held-out rates against the threshold, two lines per data set.
 pub fn gate_plot(report: &GateCrossValidation) -> Result<String, String> {
     let mut series = Vec::new();
-    for (name, f) in &report.datasets {
+    for (name, f) in &report.sets {
         series.extend(rate_lines(
             format!("{name}: {} unanswerable rejected", f.unanswerable),
             format!("{name}: {} answerable refused", f.answerable),
@@ -285,6 +297,21 @@ pub fn gate_plot(report: &GateCrossValidation) -> Result<String, String> {
         ));
     }
     gate_svg("learned gate, held out by conversation: rates against the threshold", &series)
+}
+
+/// The SVG of `train-gate`'s reliability diagram: the held-out confidence against the share
+/// answerable, with the line a calibrated gate follows.
+pub fn gate_reliability_plot(report: &GateCrossValidation) -> Result<String, String> {
+    let bins: Vec<(f64, f64)> =
+        report.reliability.iter().filter(|b| b.questions > 0).map(|b| (b.confidence, b.answerable)).collect();
+    let series = [
+        Series {
+            name: format!("learned gate ({} questions)", report.all.answerable + report.all.unanswerable),
+            points: bins,
+        },
+        Series { name: "calibrated".into(), points: vec![(0.0, 0.0), (1.0, 1.0)] },
+    ];
+    reliability_svg("learned gate, held out by conversation: reliability", &series)
 }
 
 /// The SVG of an evaluation's gate: both rates against the threshold, for each mode whose
