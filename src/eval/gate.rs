@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::rates::{GATE_LIMITS, OperatingPoint, auc, rates_by_threshold};
+use super::rates::{GATE_LIMITS, OperatingPoint, ReliabilityBin, auc, rates_by_threshold, reliability};
 use super::{Labelled, Loaded};
 use crate::error::Result;
 use crate::knowing::{GateExample, GateOptions, HeldOut, nested_cross_validation};
@@ -98,24 +98,6 @@ pub struct GateCrossValidation {
     pub reliability: Vec<ReliabilityBin>,
 }
 
-/// One bin of a reliability diagram: the questions whose held-out confidence falls in it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ReliabilityBin {
-    /// The bin's bounds, [low, high) (the last one holds 1).
-    pub low: f64,
-    /// Its upper bound.
-    pub high: f64,
-    /// Questions in it.
-    pub questions: usize,
-    /// Their mean confidence.
-    pub confidence: f64,
-    /// The share of them that are answerable.
-    pub answerable: f64,
-}
-
-/// Bins of the reliability diagram, of equal width over [0, 1].
-pub const RELIABILITY_BINS: usize = 10;
-
 /// Cross-validates the gate on `examples` and measures it per data set and kind of
 /// unanswerable question, and over all.
 pub fn gate_cross_validation(examples: &[GateExample], options: GateOptions) -> Result<GateCrossValidation> {
@@ -147,45 +129,22 @@ pub fn gate_cross_validation(examples: &[GateExample], options: GateOptions) -> 
         conversations: conversations.len(),
         sets,
         all: figures(&pairs),
-        reliability: reliability(&pairs),
+        reliability: reliability(&confidences(&pairs, true), &confidences(&pairs, false)),
     })
 }
 
-fn reliability(pairs: &[(&GateExample, &HeldOut)]) -> Vec<ReliabilityBin> {
-    let width = 1.0 / RELIABILITY_BINS as f64;
-    (0..RELIABILITY_BINS)
-        .map(|b| {
-            let (low, high) = (b as f64 * width, (b + 1) as f64 * width);
-            let last = b + 1 == RELIABILITY_BINS;
-            let of: Vec<&(&GateExample, &HeldOut)> = pairs
-                .iter()
-                .filter(|(_, h)| {
-                    let c = h.confidence as f64;
-                    c >= low && (c < high || last)
-                })
-                .collect();
-            let n = of.len().max(1) as f64;
-            ReliabilityBin {
-                low,
-                high,
-                questions: of.len(),
-                confidence: of.iter().map(|(_, h)| h.confidence as f64).sum::<f64>() / n,
-                answerable: of.iter().filter(|(e, _)| e.answerable).count() as f64 / n,
-            }
-        })
-        .collect()
+/// The held-out confidences of the answerable examples of `pairs`, or of the others.
+fn confidences(pairs: &[(&GateExample, &HeldOut)], answerable: bool) -> Vec<f64> {
+    pairs.iter().filter(|(e, _)| e.answerable == answerable).map(|(_, h)| h.confidence as f64).collect()
 }
 
 fn figures(pairs: &[(&GateExample, &HeldOut)]) -> GateFigures {
-    let confidences = |answerable: bool| -> Vec<f64> {
-        pairs.iter().filter(|(e, _)| e.answerable == answerable).map(|(_, h)| h.confidence as f64).collect()
-    };
     let share = |answerable: bool, k: usize| {
         let of: Vec<_> = pairs.iter().filter(|(e, _)| e.answerable == answerable).collect();
         let under = of.iter().filter(|(_, h)| (h.confidence as f64) < h.thresholds[k]).count();
         if of.is_empty() { 0.0 } else { under as f64 / of.len() as f64 }
     };
-    let (yes, no) = (confidences(true), confidences(false));
+    let (yes, no) = (confidences(pairs, true), confidences(pairs, false));
     GateFigures {
         answerable: yes.len(),
         unanswerable: no.len(),

@@ -593,6 +593,7 @@ fn gate_report(answerable: &[f64], adversarial: &[f64], threshold: Option<f64>) 
             })
             .collect(),
         curve: rates::rates_by_threshold(answerable, adversarial),
+        reliability: rates::reliability(answerable, adversarial),
     }
 }
 

@@ -1,6 +1,6 @@
 //! The figures of a gate from its confidences: ROC AUC, the operating point at a limit on
-//! false refusals, and both rates against the threshold. Must not choose a threshold for use
-//! (`knowing` does) nor run retrieval.
+//! false refusals, both rates against the threshold, the reliability diagram. Must not choose a
+//! threshold for use (`knowing` does) nor run retrieval.
 
 use serde::Serialize;
 
@@ -31,6 +31,47 @@ pub fn rates_by_threshold(answerable: &[f64], unanswerable: &[f64]) -> Vec<(f64,
         .map(|i| {
             let t = i as f64 / (TAU_STEPS - 1) as f64;
             (t, under(answerable, t), under(unanswerable, t))
+        })
+        .collect()
+}
+
+/// One bin of a reliability diagram: the questions whose confidence falls in it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReliabilityBin {
+    /// The bin's lower bound (it holds [low, high); the last one holds 1 too).
+    pub low: f64,
+    /// Its upper bound.
+    pub high: f64,
+    /// Questions in it.
+    pub questions: usize,
+    /// Their mean confidence.
+    pub confidence: f64,
+    /// The share of them that are answerable.
+    pub answerable: f64,
+}
+
+/// Bins of a reliability diagram, of equal width over [0, 1].
+pub const RELIABILITY_BINS: usize = 10;
+
+/// The reliability diagram of `answerable` and `unanswerable` confidences (in [0, 1]): per
+/// bin, how many fall in it, their mean confidence and the share answerable (a calibrated gate
+/// has the two equal).
+pub fn reliability(answerable: &[f64], unanswerable: &[f64]) -> Vec<ReliabilityBin> {
+    let bins = RELIABILITY_BINS as f64;
+    let labelled = || answerable.iter().map(|&c| (c, true)).chain(unanswerable.iter().map(|&c| (c, false)));
+    (0..RELIABILITY_BINS)
+        .map(|b| {
+            let (low, high) = (b as f64 / bins, (b + 1) as f64 / bins);
+            let last = b + 1 == RELIABILITY_BINS;
+            let of: Vec<(f64, bool)> = labelled().filter(|&(c, _)| c >= low && (c < high || last)).collect();
+            let n = of.len().max(1) as f64;
+            ReliabilityBin {
+                low,
+                high,
+                questions: of.len(),
+                confidence: of.iter().map(|x| x.0).sum::<f64>() / n,
+                answerable: of.iter().filter(|x| x.1).count() as f64 / n,
+            }
         })
         .collect()
 }
@@ -79,5 +120,19 @@ mod tests {
         assert_eq!(curve[0], (0.0, 0.0, 0.0));
         assert_eq!(curve[50], (0.5, 0.5, 1.0));
         assert_eq!(curve[100], (1.0, 1.0, 1.0));
+    }
+
+    #[test]
+    fn each_confidence_falls_in_one_bin_and_the_last_holds_one() {
+        let bins = reliability(&[0.95, 1.0, 0.85, 0.05], &[0.9, 0.0, 0.1]);
+        assert_eq!(bins.len(), RELIABILITY_BINS);
+        assert_eq!(bins.iter().map(|b| b.questions).sum::<usize>(), 7);
+        let (top, first) = (&bins[9], &bins[0]);
+        // 0.9, 0.95 and 1 are in [0.9, 1]: two answerable of three.
+        assert_eq!((top.questions, top.low, top.high), (3, 0.9, 1.0));
+        assert!((top.confidence - 2.85 / 3.0).abs() < 1e-12 && (top.answerable - 2.0 / 3.0).abs() < 1e-12);
+        // 0 and 0.05 in [0, 0.1), 0.1 in the next.
+        assert_eq!((first.questions, first.answerable, bins[1].questions), (2, 0.5, 1));
+        assert_eq!((bins[5].questions, bins[5].confidence, bins[5].answerable), (0, 0.0, 0.0));
     }
 }

@@ -74,6 +74,9 @@ pub struct GateReport {
     /// adversarial rejected) (meaningful where confidences lie in [0, 1], as the learned
     /// gate's do).
     pub curve: Vec<(f64, f64, f64)>,
+    /// The reliability diagram of these confidences (meaningful for the learned gate's, which
+    /// are probabilities; not held out on the conversations its model was trained on).
+    pub reliability: Vec<rates::ReliabilityBin>,
 }
 
 /// The gate an evaluation ran with.
