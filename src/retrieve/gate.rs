@@ -226,14 +226,13 @@ impl<'a> LearnedGate<'a> {
         let lexical = |e: u32| content_bm25[node_of(e) as usize];
         let max_lexical = max_of(&mut candidates.iter().map(|&e| lexical(e)));
         let w = config.lexical_weight;
-        let mut blind: Vec<(u32, f32)> = candidates
-            .iter()
-            .map(|&e| (e, similarity(Similarity(self.0).node_dense(node_of(e), query), lexical(e), max_lexical, w)))
-            .collect();
-        blind.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        // How close the memory comes at all: the best dense scores of the same turns.
+        // Each candidate's dense score, once: what the blind similarity blends, and how close
+        // the memory comes at all.
         let mut dense: Vec<f32> =
             candidates.iter().map(|&e| Similarity(self.0).node_dense(node_of(e), query)).collect();
+        let mut blind: Vec<(u32, f32)> =
+            candidates.iter().zip(&dense).map(|(&e, &d)| (e, similarity(d, lexical(e), max_lexical, w))).collect();
+        blind.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         dense.sort_by(|a, b| b.total_cmp(a));
         let dense_top3 = dense.iter().take(3).sum::<f32>() / dense.len().clamp(1, 3) as f32;
         let names = words.other_names(query);

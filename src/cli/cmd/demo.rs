@@ -2,7 +2,7 @@
 //! own questions with the default mode (other conversations of the store are left alone).
 //!
 //! Owns the demo's steps and its choice of what an answer shows (what a search hands over, the
-//! best three). Must not format output.
+//! best five). Must not format output.
 
 use std::path::Path;
 use std::time::Instant;
