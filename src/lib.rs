@@ -37,6 +37,8 @@ pub mod pipeline;
 #[cfg(feature = "lab")]
 pub mod prepare;
 pub mod progress;
+#[cfg(feature = "lab")]
+pub mod reader;
 pub mod retrieve;
 #[cfg(feature = "lab")]
 pub mod scale;

@@ -19,6 +19,7 @@ use myelin::config::Config;
 use myelin::eval::EvalOptions;
 use myelin::gpu::Backend;
 use myelin::knowing::GateOptions;
+use myelin::reader::train::ReaderOptions;
 use myelin::retrieve::{Mode, Order};
 
 pub use groups::{IngestFlags, RetrieveFlags, ServeFlags, TrainFlags};
@@ -370,6 +371,20 @@ pub struct TrainGateArgs {
     /// an unanswerable example (0: none).
     #[arg(long, default_value_t = GateOptions::default().cross_conversation)]
     pub cross_conversation: usize,
+    /// Measure a reader: train a cross-encoder from MiniLM's weights per fold of conversations
+    /// and give the gate its held-out scores of each result's best turns as two more features.
+    /// A measurement: no search computes them, so it writes no model (not with --out).
+    #[arg(long, conflicts_with = "out")]
+    pub reader: bool,
+    /// Top layers of MiniLM the reader trains (the others stay as they ship).
+    #[arg(long, default_value_t = ReaderOptions::default().layers)]
+    pub reader_layers: usize,
+    /// Passes over the reader's pairs.
+    #[arg(long, default_value_t = ReaderOptions::default().epochs)]
+    pub reader_epochs: usize,
+    /// AdamW's rate for the reader's trained layers.
+    #[arg(long, default_value_t = ReaderOptions::default().lr)]
+    pub reader_lr: f64,
     #[command(flatten)]
     pub tuning: RetrieveFlags,
     /// Print the report as JSON.

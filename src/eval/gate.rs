@@ -13,17 +13,30 @@ use super::rates::{GATE_LIMITS, OperatingPoint, ReliabilityBin, auc, rates_by_th
 use super::{Labelled, Loaded};
 use crate::error::Result;
 use crate::knowing::{GateExample, GateOptions, HeldOut, nested_cross_validation};
+use crate::reader::ReaderPair;
+use crate::retrieve::LearnedGate;
 use crate::retrieve::engine::Engine;
 use crate::retrieve::{Gate, Mode, Query, RetrieveConfig};
-use crate::retrieve::{KnowingFeatures, LearnedGate};
+
+/// What a reader reads of one gate example: its question beside each of its `depth` best
+/// returned turns, whether that turn answers it (only a gold turn of its own answerable
+/// question does), and its gold turns that were not returned so high (answering).
+#[derive(Debug, Clone, Default)]
+pub struct Read {
+    /// The best returned turns, best first, and whether each answers.
+    pub top: Vec<(ReaderPair, bool)>,
+    /// Its gold turns below them (none for an unanswerable example).
+    pub gold_below: Vec<ReaderPair>,
+}
 
 /// Every question of `loaded` (answerable or not) as a gate example: the features of its
 /// `synapse` result (what the gate reads, see `Ctx::learned`), ranked on the CPU (the
 /// reference), one batch for all questions. The results pass the activation gate, which reads
 /// no model (the features do not depend on it). Then each answerable question is asked of the
 /// `cross` conversations after its own (in `loaded`'s order, round) as well, where it has no
-/// answer: an unanswerable example whose `from` names its own conversation.
-pub fn gate_examples(loaded: Loaded, dataset: &str, cross: usize) -> Result<Vec<GateExample>> {
+/// answer: an unanswerable example whose `from` names its own conversation. Each example comes
+/// with what a reader reads of its `depth` best returned turns ([`Read`]; nothing at 0).
+pub fn gate_examples(loaded: Loaded, dataset: &str, cross: usize, depth: usize) -> Result<Vec<(GateExample, Read)>> {
     use rayon::prelude::*;
     let n = loaded.memories.len();
     let mut engine = Engine::on_cpu_because(loaded.memories, "gate examples rank on the CPU reference".into())?;
@@ -42,14 +55,26 @@ pub fn gate_examples(loaded: Loaded, dataset: &str, cross: usize) -> Result<Vec<
         .map(|(&(q, memory), r)| {
             let cx = engine.cx(memory)?;
             let own = memory == q.memory;
-            Ok(GateExample {
+            let answerable = own && !q.adversarial;
+            let example = GateExample {
                 conversation: cx.m.conversation().to_string(),
                 dataset: dataset.to_string(),
                 question: q.id.clone(),
-                answerable: own && !q.adversarial,
+                answerable,
                 features: LearnedGate(cx).features(&q.query, r).values(),
                 from: (!own).then(|| engine.cx(q.memory).map(|c| c.m.conversation().to_string())).transpose()?,
-            })
+            };
+            let pair = |e: u32| ReaderPair::of(&q.query.text, &cx.m.episodes()[e as usize]);
+            let top: Vec<u32> = r.hits.iter().take(depth).map(|h| h.episode).collect();
+            let read = Read {
+                top: top.iter().map(|&e| (pair(e), answerable && q.gold.contains(&e))).collect(),
+                gold_below: if answerable && depth > 0 {
+                    q.gold.iter().filter(|e| !top.contains(e)).map(|&e| pair(e)).collect()
+                } else {
+                    Vec::new()
+                },
+            };
+            Ok((example, read))
         })
         .collect()
 }
@@ -98,11 +123,15 @@ pub struct GateCrossValidation {
     pub reliability: Vec<ReliabilityBin>,
 }
 
-/// Cross-validates the gate on `examples` and measures it per data set and kind of
-/// unanswerable question, and over all.
-pub fn gate_cross_validation(examples: &[GateExample], options: GateOptions) -> Result<GateCrossValidation> {
+/// Cross-validates the gate on `examples` (their features `names`) and measures it per data
+/// set and kind of unanswerable question, and over all.
+pub fn gate_cross_validation(
+    examples: &[GateExample],
+    names: &[&str],
+    options: GateOptions,
+) -> Result<GateCrossValidation> {
     let refs: Vec<&GateExample> = examples.iter().collect();
-    let held = nested_cross_validation(&refs, KnowingFeatures::NAMES, options, &GATE_LIMITS)?;
+    let held = nested_cross_validation(&refs, names, options, &GATE_LIMITS)?;
     let pairs: Vec<(&GateExample, &HeldOut)> = examples.iter().zip(&held).collect();
     let mut sets = BTreeMap::new();
     let mut names: Vec<&str> = examples.iter().map(|e| e.dataset.as_str()).collect();

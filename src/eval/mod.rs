@@ -12,6 +12,7 @@ pub mod gate;
 pub mod peer;
 pub mod plot;
 pub mod rates;
+pub mod reader;
 mod report;
 
 use std::collections::{BTreeMap, HashMap};

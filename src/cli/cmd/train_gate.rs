@@ -10,10 +10,13 @@ use std::time::Instant;
 use anyhow::Context;
 use myelin::config::Config;
 use myelin::embed::Embedder;
-use myelin::eval::gate::{gate_cross_validation, gate_examples};
+use myelin::eval::gate::{Read, gate_cross_validation, gate_examples};
 use myelin::eval::load;
+use myelin::eval::reader::held_out_reader;
 use myelin::knowing::{GateExample, GateOptions, cut_from, train};
 use myelin::prepare::Inputs;
+use myelin::reader::train::ReaderOptions;
+use myelin::reader::{DEPTH as READER_DEPTH, FEATURES as READER_FEATURES};
 use myelin::retrieve::KnowingFeatures;
 use myelin::store::Store;
 
@@ -40,7 +43,9 @@ async fn train_gate(args: &TrainGateArgs, config: &Config, g: &Globals) -> anyho
     let ids = prepare_noting(&g.store, inputs, &embedder, config, g.quiet).await?;
     let store = Store::open(&g.store).await?;
     let stored = store.conversations().await?;
+    let depth = if args.reader { READER_DEPTH } else { 0 };
     let mut examples: Vec<GateExample> = Vec::new();
+    let mut reads: Vec<Read> = Vec::new();
     // Whole conversations and the scopes cut from them (their sessions) apart: each its own
     // set of examples, asked of the others of its set.
     for (format, cut, dataset) in [
@@ -60,7 +65,23 @@ async fn train_gate(args: &TrainGateArgs, config: &Config, g: &Globals) -> anyho
         }
         let progress = render::progress_bar(g.quiet, "questions")?;
         let loaded = load(&store, format, &of, &embedder, config, &progress).await?;
-        examples.extend(gate_examples(loaded, dataset, options.cross_conversation)?);
+        for (e, r) in gate_examples(loaded, dataset, options.cross_conversation, depth)? {
+            examples.push(e);
+            reads.push(r);
+        }
+    }
+    let mut names: Vec<&str> = KnowingFeatures::NAMES.to_vec();
+    let mut reader = None;
+    if args.reader {
+        let reader_options = ReaderOptions {
+            layers: args.reader_layers,
+            epochs: args.reader_epochs,
+            lr: args.reader_lr,
+            ..ReaderOptions::default()
+        };
+        let progress = render::progress_bar(g.quiet, "pairs")?;
+        reader = Some(held_out_reader(embedder.model_dir(), &mut examples, &reads, &reader_options, &progress)?);
+        names.extend(READER_FEATURES);
     }
     if let Some(path) = &args.examples {
         let mut lines = String::new();
@@ -70,11 +91,11 @@ async fn train_gate(args: &TrainGateArgs, config: &Config, g: &Globals) -> anyho
         }
         std::fs::write(path, lines).with_context(|| format!("writing {}", path.display()))?;
     }
-    let report = gate_cross_validation(&examples, options)?;
+    let report = gate_cross_validation(&examples, &names, options)?;
     let model = match &args.out {
         Some(out) => {
             let refs: Vec<&GateExample> = examples.iter().collect();
-            let model = train(&refs, KnowingFeatures::NAMES, options)?;
+            let model = train(&refs, &names, options)?;
             if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
             }
@@ -93,7 +114,7 @@ async fn train_gate(args: &TrainGateArgs, config: &Config, g: &Globals) -> anyho
             render::gate_reliability_plot(&report).map_err(|e| anyhow::anyhow!("drawing {}: {e}", path.display()))?;
         std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
     }
-    render::gate_training(&report, model.as_ref().map(|(m, p)| (m, *p)), args.json)?;
+    render::gate_training(&report, reader.as_ref(), model.as_ref().map(|(m, p)| (m, *p)), args.json)?;
     eprintln!("trained in {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
 }

@@ -7,6 +7,7 @@ use std::path::Path;
 
 use myelin::eval::gate::GateCrossValidation;
 use myelin::eval::plot::{Curve, Panel, Series, gate_svg, recall_svg, reliability_svg};
+use myelin::eval::reader::ReaderReport;
 use myelin::eval::{GroupReport, Report};
 use myelin::gnn::relevance::Card;
 use myelin::knowing::GateModel;
@@ -220,15 +221,29 @@ pub fn card(card: &Card, weights: &Path, card_file: &Path, as_json: bool) -> any
     Ok(())
 }
 
-/// What `train-gate` prints: the cross-validated gate per data set and over all, then the
-/// model written (as JSON: both).
+/// What `train-gate` prints: the held-out reader when one was measured, the cross-validated
+/// gate per data set and over all, then the model written (as JSON: all three).
 pub fn gate_training(
     report: &GateCrossValidation,
+    reader: Option<&ReaderReport>,
     model: Option<(&GateModel, &Path)>,
     as_json: bool,
 ) -> anyhow::Result<()> {
     if as_json {
-        return json(&serde_json::json!({ "cross_validation": report, "model": model.map(|m| m.0) }));
+        return json(&serde_json::json!({ "reader": reader, "cross_validation": report, "model": model.map(|m| m.0) }));
+    }
+    if let Some(r) = reader {
+        let mut t = table();
+        t.set_header(["reader, held out by conversation", "value"]);
+        t.add_row(["pairs (answering)".to_string(), format!("{} ({})", r.pairs, r.positives)]);
+        t.add_row(["trained layers, epochs".to_string(), format!("{}, {}", r.options.layers, r.options.epochs)]);
+        t.add_row(["lower layers, once".to_string(), format!("{:.0} s", r.lower_seconds)]);
+        let folds: Vec<String> = r.fold_seconds.iter().map(|s| format!("{s:.0}")).collect();
+        t.add_row(["training, per fold".to_string(), format!("{} s", folds.join(", "))]);
+        for (dataset, auc) in &r.pair_auc {
+            t.add_row([format!("{dataset}: answering turns, AUC"), auc.map_or("–".into(), |a| format!("{a:.3}"))]);
+        }
+        println!("{t}");
     }
     let mut t = table();
     let mut header = vec!["questions".to_string(), "answerable".into(), "unanswerable".into(), "AUC".into()];
