@@ -106,6 +106,41 @@ impl Forward {
     }
 }
 
+/// The model's configuration, `config.json` in its directory `dir`.
+pub(crate) fn read_config(dir: &Path) -> Result<BertConfig> {
+    let path = dir.join("config.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+    serde_json::from_str(&text).map_err(|e| Error::format(&path, format!("line {}", e.line()), e.to_string()))
+}
+
+/// The model's tokenizer, `tokenizer.json` in `dir`, truncating at `max_pieces` word pieces
+/// ([CLS] and [SEP] included; of a pair, the longer text first) and padding nothing.
+pub(crate) fn read_tokenizer(dir: &Path, max_pieces: usize) -> Result<Tokenizer> {
+    let path = dir.join("tokenizer.json");
+    let mut tokenizer =
+        Tokenizer::from_file(&path).map_err(|e| Error::Tokenizer(format!("{}: {e}", path.display())))?;
+    // The file ships with truncation at 128 and fixed padding to 128; sentence-transformers
+    // overrides both: truncate at max_seq_length, pad per batch. We pad ourselves.
+    tokenizer
+        .with_truncation(Some(TruncationParams {
+            max_length: max_pieces,
+            strategy: TruncationStrategy::LongestFirst,
+            stride: 0,
+            direction: TruncationDirection::Right,
+        }))
+        .map_err(|e| Error::Tokenizer(e.to_string()))?;
+    tokenizer.with_padding(None);
+    Ok(tokenizer)
+}
+
+/// The safetensors file `path` as candle reads weights, memory-mapped, in f32.
+pub(crate) fn read_weights(path: &Path, device: &Device) -> Result<VarBuilder<'static>> {
+    // SAFETY: the file is memory-mapped read-only; it must not be modified while the model
+    // is loaded, which holds for a model directory the engine only reads.
+    unsafe { VarBuilder::from_mmaped_safetensors(&[path], DType::F32, device) }
+        .map_err(|e| Error::Model(format!("{}: {e}", path.display())))
+}
+
 /// The loaded model, as the forward pass needs it.
 enum Model {
     Packed(PackedBert),
@@ -211,14 +246,11 @@ impl Embedder {
             return Err(Error::InvalidArgument("max sequence length must be at least 2 ([CLS] and [SEP])".into()));
         }
         let dir = locate_model(config.model_dir.as_deref())?;
-        let config_path = dir.join("config.json");
-        let text = std::fs::read_to_string(&config_path).map_err(|e| Error::io(&config_path, e))?;
-        let bert: BertConfig = serde_json::from_str(&text)
-            .map_err(|e| Error::format(&config_path, format!("line {}", e.line()), e.to_string()))?;
+        let bert = read_config(&dir)?;
         if bert.hidden_size != EMBEDDING_DIM {
             return Err(Error::Model(format!(
                 "{}: hidden_size is {}, expected {EMBEDDING_DIM} (all-MiniLM-L6-v2)",
-                config_path.display(),
+                dir.join("config.json").display(),
                 bert.hidden_size
             )));
         }
@@ -228,28 +260,12 @@ impl Embedder {
                 config.max_seq_len, bert.max_position_embeddings
             )));
         }
-        let tokenizer_path = dir.join("tokenizer.json");
-        let mut tokenizer = Tokenizer::from_file(&tokenizer_path)
-            .map_err(|e| Error::Tokenizer(format!("{}: {e}", tokenizer_path.display())))?;
-        // The file ships with truncation at 128 and fixed padding to 128; sentence-transformers
-        // overrides both: truncate at max_seq_length, pad per batch. We pad ourselves.
-        tokenizer
-            .with_truncation(Some(TruncationParams {
-                max_length: config.max_seq_len,
-                strategy: TruncationStrategy::LongestFirst,
-                stride: 0,
-                direction: TruncationDirection::Right,
-            }))
-            .map_err(|e| Error::Tokenizer(e.to_string()))?;
-        tokenizer.with_padding(None);
+        let tokenizer = read_tokenizer(&dir, config.max_seq_len)?;
         let mut splitter = tokenizer.clone();
         splitter.with_truncation(None).map_err(|e| Error::Tokenizer(e.to_string()))?;
         let device = Device::Cpu;
         let weights = dir.join("model.safetensors");
-        // SAFETY: the file is memory-mapped read-only; it must not be modified while the model
-        // is loaded, which holds for a model directory the engine only reads.
-        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, &device) }
-            .map_err(|e| Error::Model(format!("{}: {e}", weights.display())))?;
+        let vb = read_weights(&weights, &device)?;
         let model = match (config.forward, config.precision) {
             (Forward::Packed, precision) => Model::Packed(PackedBert::load(&vb, &bert, precision)?),
             (Forward::Candle, Precision::Int8) => {

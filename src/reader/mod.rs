@@ -15,8 +15,10 @@ use candle_core::{D, DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config as BertConfig};
 use serde::{Deserialize, Serialize};
-use tokenizers::{Encoding, Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
+use tokenizers::{Encoding, Tokenizer};
 
+use crate::conversation::EmbedText;
+use crate::embed::{read_config, read_tokenizer, read_weights};
 use crate::error::{Error, Result};
 
 /// Version of the reader's card.
@@ -41,8 +43,11 @@ pub fn features(scores: &[f32]) -> [f32; 2] {
     [best, mean]
 }
 
-/// Pairs per forward pass.
+/// Pairs per forward pass when scoring.
 const BATCH: usize = 16;
+
+/// Where the logistic unit's weights are named (the trained layers keep MiniLM's names).
+const HEAD: &str = "reader.head";
 
 /// What a reader file holds and how it was made, beside it as `<file>.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -123,7 +128,7 @@ impl Upper {
                 })
             })
             .collect::<candle_core::Result<Vec<_>>>()?;
-        let head = vb.pp("reader.head");
+        let head = vb.pp(HEAD);
         let head = (
             head.get_with_hints((1, h), "weight", candle_nn::Init::Randn { mean: 0.0, stdev: 0.02 })?,
             head.get_with_hints(1, "bias", candle_nn::Init::Const(0.0))?,
@@ -176,7 +181,8 @@ pub struct ReaderPair {
 impl ReaderPair {
     /// `question` beside a stored turn, read as `speaker: text`.
     pub fn of(question: &str, episode: &crate::store::Episode) -> ReaderPair {
-        ReaderPair { question: question.to_string(), turn: format!("{}: {}", episode.speaker, episode.text) }
+        let turn = EmbedText::Speaker.of(&episode.speaker, &episode.text, None);
+        ReaderPair { question: question.to_string(), turn }
     }
 }
 
@@ -195,35 +201,21 @@ impl std::fmt::Debug for Reader {
     }
 }
 
-/// The base model's configuration and its pair tokenizer (truncating at `max_pieces`).
-pub(crate) fn base(model_dir: &Path, max_pieces: usize) -> Result<(BertConfig, Tokenizer)> {
-    let config_path = model_dir.join("config.json");
-    let text = std::fs::read_to_string(&config_path).map_err(|e| Error::io(&config_path, e))?;
-    let bert: BertConfig = serde_json::from_str(&text)
-        .map_err(|e| Error::format(&config_path, format!("line {}", e.line()), e.to_string()))?;
-    let tokenizer_path = model_dir.join("tokenizer.json");
-    let mut tokenizer = Tokenizer::from_file(&tokenizer_path)
-        .map_err(|e| Error::Tokenizer(format!("{}: {e}", tokenizer_path.display())))?;
-    tokenizer
-        .with_truncation(Some(TruncationParams {
-            max_length: max_pieces,
-            strategy: TruncationStrategy::LongestFirst,
-            stride: 0,
-            direction: TruncationDirection::Right,
-        }))
-        .map_err(|e| Error::Tokenizer(e.to_string()))?;
-    tokenizer.with_padding(None);
-    Ok((bert, tokenizer))
-}
-
-/// The base model's embeddings and its first `layers` layers, frozen.
+/// The base model's first `layers` layers (and its embeddings) from its directory `model_dir`,
+/// frozen.
 pub(crate) fn lower(model_dir: &Path, bert: &BertConfig, layers: usize, device: &Device) -> Result<BertModel> {
     let weights = model_dir.join("model.safetensors");
-    // SAFETY: the file is memory-mapped read-only; a model directory is only read.
-    let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, device) }
-        .map_err(|e| Error::Model(format!("{}: {e}", weights.display())))?;
     let config = BertConfig { num_hidden_layers: layers, ..bert.clone() };
-    BertModel::load(vb, &config).map_err(|e| Error::Model(format!("{}: {e}", weights.display())))
+    BertModel::load(read_weights(&weights, device)?, &config)
+        .map_err(|e| Error::Model(format!("{}: {e}", weights.display())))
+}
+
+/// Checks that `layers` top layers of a model of `of` can be trained: one at least, all at most.
+pub(crate) fn check_layers(layers: usize, of: usize) -> Result<()> {
+    if layers == 0 || layers > of {
+        return Err(Error::InvalidArgument(format!("reader layers must be within 1..={of}, not {layers}")));
+    }
+    Ok(())
 }
 
 /// Encodes pairs as `[CLS] question [SEP] turn [SEP]` with their segments.
@@ -264,21 +256,13 @@ impl Reader {
                 card.format
             )));
         }
-        let (bert, tokenizer) = base(model_dir, card.max_pieces)?;
-        if card.trained_layers == 0 || card.trained_layers > bert.num_hidden_layers {
-            return Err(Error::Model(format!(
-                "{}: trained_layers {} is not within 1..={}",
-                card_path.display(),
-                card.trained_layers,
-                bert.num_hidden_layers
-            )));
-        }
+        let bert = read_config(model_dir)?;
+        check_layers(card.trained_layers, bert.num_hidden_layers)
+            .map_err(|e| Error::Model(format!("{}: {e}", card_path.display())))?;
+        let tokenizer = read_tokenizer(model_dir, card.max_pieces)?;
         let device = Device::Cpu;
         let lower = lower(model_dir, &bert, bert.num_hidden_layers - card.trained_layers, &device)?;
-        // SAFETY: as for the base model's file.
-        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[weights], DType::F32, &device) }
-            .map_err(|e| Error::Model(format!("{}: {e}", weights.display())))?;
-        let upper = Upper::load(&vb, &bert, card.trained_layers)
+        let upper = Upper::load(&read_weights(weights, &device)?, &bert, card.trained_layers)
             .map_err(|e| Error::Model(format!("{}: {e}", weights.display())))?;
         Ok(Reader { lower, upper, tokenizer, card, device })
     }
@@ -329,7 +313,8 @@ mod tests {
     #[test]
     fn the_top_written_here_computes_the_base_models_layers() {
         let dir = locate_model(EmbedConfig::default().model_dir.as_deref()).expect("model (scripts/fetch-model.sh)");
-        let (bert, tokenizer) = base(&dir, READER_MAX_PIECES).expect("base");
+        let bert = read_config(&dir).expect("config");
+        let tokenizer = read_tokenizer(&dir, READER_MAX_PIECES).expect("tokenizer");
         let device = Device::Cpu;
         let whole = lower(&dir, &bert, bert.num_hidden_layers, &device).expect("whole");
         for top in [1, 2] {
@@ -340,20 +325,14 @@ mod tests {
             let (ids, types, mask) = padded(&refs, &device).expect("padded");
             let want = whole.forward(&ids, &types, Some(&mask)).expect("whole forward");
             let got = upper.layers(&part.forward(&ids, &types, Some(&mask)).expect("lower"), &mask).expect("top");
+            // Row `r`'s first `n` positions (its word pieces), flattened.
+            let row = |t: &Tensor, r: usize, n: usize| {
+                t.get(r).and_then(|t| t.narrow(0, 0, n)).and_then(|t| t.flatten_all()).and_then(|t| t.to_vec1::<f32>())
+            };
             for (r, e) in encodings.iter().enumerate() {
                 let n = e.get_ids().len();
-                let a = want
-                    .get(r)
-                    .and_then(|t| t.narrow(0, 0, n))
-                    .and_then(|t| t.flatten_all())
-                    .and_then(|t| t.to_vec1::<f32>())
-                    .expect("want");
-                let b = got
-                    .get(r)
-                    .and_then(|t| t.narrow(0, 0, n))
-                    .and_then(|t| t.flatten_all())
-                    .and_then(|t| t.to_vec1::<f32>())
-                    .expect("got");
+                let a = row(&want, r, n).expect("want");
+                let b = row(&got, r, n).expect("got");
                 let worst = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
                 assert!(worst < 1e-4, "top {top}, pair {r}: {worst}");
             }
@@ -363,7 +342,7 @@ mod tests {
     #[test]
     fn pairs_read_as_question_then_turn_in_their_segments() {
         let dir = locate_model(None).expect("model (scripts/fetch-model.sh)");
-        let (_, tokenizer) = base(&dir, 16).expect("base");
+        let tokenizer = read_tokenizer(&dir, 16).expect("tokenizer");
         let e = &encode(&tokenizer, &pairs()[..1]).expect("encode")[0];
         let token = |i: usize| tokenizer.id_to_token(e.get_ids()[i]).unwrap_or_default();
         assert_eq!(e.get_ids().len(), 16, "cut at 16 pieces");

@@ -13,7 +13,8 @@ use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
 use tokenizers::Encoding;
 
-use super::{READER_FORMAT, ReaderCard, ReaderPair, Upper, base, encode, lower, padded};
+use super::{BATCH, HEAD, READER_FORMAT, ReaderCard, ReaderPair, Upper, check_layers, encode, lower, padded};
+use crate::embed::{read_config, read_tokenizer, read_weights};
 use crate::error::{Error, Result};
 use crate::progress::Progress;
 
@@ -89,8 +90,9 @@ pub fn lower_all(
     options: &ReaderOptions,
     progress: &dyn Progress,
 ) -> Result<Lowered> {
-    let (bert, tokenizer) = base(model_dir, options.max_pieces)?;
+    let bert = read_config(model_dir)?;
     check_layers(options.layers, bert.num_hidden_layers)?;
+    let tokenizer = read_tokenizer(model_dir, options.max_pieces)?;
     let device = Device::Cpu;
     let model = lower(model_dir, &bert, bert.num_hidden_layers - options.layers, &device)?;
     let encodings = encode(&tokenizer, pairs)?;
@@ -116,13 +118,6 @@ pub fn lower_all(
     Ok(Lowered { hidden, device })
 }
 
-fn check_layers(layers: usize, of: usize) -> Result<()> {
-    if layers == 0 || layers > of {
-        return Err(Error::InvalidArgument(format!("reader layers must be within 1..={of}, not {layers}")));
-    }
-    Ok(())
-}
-
 /// A reader as trained: its variables and its card.
 pub struct Trained {
     vars: VarMap,
@@ -135,7 +130,7 @@ impl Trained {
     /// The probability that each pair `which` of `lowered` answers its question.
     pub fn score(&self, lowered: &Lowered, which: &[usize]) -> Result<Vec<f32>> {
         let mut out = Vec::with_capacity(which.len());
-        for chunk in which.chunks(32) {
+        for chunk in which.chunks(BATCH) {
             let (hidden, mask) = lowered.batch(chunk)?;
             let logits = self.upper.forward(&hidden, &mask)?;
             out.extend(candle_nn::ops::sigmoid(&logits)?.to_vec1::<f32>()?);
@@ -163,12 +158,9 @@ pub(crate) fn from_base(
     let vars = VarMap::new();
     let vb = VarBuilder::from_varmap(&vars, DType::F32, device);
     let upper = Upper::load(&vb, bert, layers)?;
-    let weights = model_dir.join("model.safetensors");
-    // SAFETY: as for the base model's file.
-    let file = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, device) }
-        .map_err(|e| Error::Model(format!("{}: {e}", weights.display())))?;
+    let file = read_weights(&model_dir.join("model.safetensors"), device)?;
     for (name, var) in vars.data().lock().map_err(|_| Error::Model("reader variables poisoned".into()))?.iter() {
-        if !name.starts_with("reader.") {
+        if !name.starts_with(HEAD) {
             var.set(&file.get(var.shape(), name)?)?;
         }
     }
@@ -186,13 +178,13 @@ pub fn train(
     progress: &dyn Progress,
 ) -> Result<Trained> {
     let started = std::time::Instant::now();
-    let (bert, _) = base(model_dir, options.max_pieces)?;
+    let bert = read_config(model_dir)?;
     check_layers(options.layers, bert.num_hidden_layers)?;
     let device = lowered.device.clone();
     let (vars, upper) = from_base(model_dir, &bert, options.layers, &device)?;
     let (mut layer_vars, mut head_vars) = (Vec::new(), Vec::new());
     for (name, var) in vars.data().lock().map_err(|_| Error::Model("reader variables poisoned".into()))?.iter() {
-        if name.starts_with("reader.") { head_vars.push(var.clone()) } else { layer_vars.push(var.clone()) }
+        if name.starts_with(HEAD) { head_vars.push(var.clone()) } else { layer_vars.push(var.clone()) }
     }
     let adam = |vars: Vec<candle_core::Var>, lr: f64| {
         AdamW::new(vars, ParamsAdamW { lr, weight_decay: 0.01, ..ParamsAdamW::default() })
