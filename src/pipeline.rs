@@ -108,6 +108,47 @@ impl LoadedInput {
     }
 }
 
+/// The embedder `config` asks for: `config.embed`'s model on the CPU, handing its calls to
+/// all-MiniLM-L6-v2 on the GPU (`gpu::bert`) where `config.gpu.backend` says: `gpu`, every call
+/// (no usable adapter is an error); `auto`, calls of at least `gpu.embed_min_texts` texts when
+/// there is a hardware adapter; `cpu`, none. A call the GPU fails is embedded on the CPU.
+pub fn load_embedder(config: &Config) -> Result<Embedder> {
+    let embedder = Embedder::load(&config.embed)?;
+    accelerate(embedder, &config.gpu)
+}
+
+#[cfg(feature = "gpu")]
+fn accelerate(mut embedder: Embedder, config: &crate::gpu::GpuConfig) -> Result<Embedder> {
+    use crate::gpu::{Backend, Gpu, bert::GpuBert};
+    let (gpu, min_texts) = match config.backend {
+        Backend::Cpu => return Ok(embedder),
+        Backend::Gpu => (Gpu::new().map_err(|e| Error::Gpu(format!("--backend gpu: {e}")))?, 1),
+        Backend::Auto => match Gpu::new() {
+            Ok(gpu) if !gpu.adapter().software => (gpu, config.embed_min_texts),
+            Ok(gpu) => {
+                tracing::debug!("embedding on the CPU: the only adapter, {}, is a software renderer", gpu.adapter());
+                return Ok(embedder);
+            }
+            Err(e) => {
+                tracing::debug!("embedding on the CPU: {e}");
+                return Ok(embedder);
+            }
+        },
+    };
+    let bert = GpuBert::load(&gpu, embedder.model_dir())?;
+    tracing::info!("embedding calls of {min_texts}+ texts on {}", gpu.adapter());
+    embedder.accelerate(std::sync::Arc::new(bert), min_texts);
+    Ok(embedder)
+}
+
+#[cfg(not(feature = "gpu"))]
+fn accelerate(embedder: Embedder, config: &crate::gpu::GpuConfig) -> Result<Embedder> {
+    match config.backend {
+        crate::gpu::Backend::Gpu => Err(Error::Gpu("--backend gpu: this build has no GPU backend".into())),
+        _ => Ok(embedder),
+    }
+}
+
 /// Reads every path, then embeds and writes all conversations and their graphs in one
 /// transaction. `progress` counts turns; pass `&progress::Silent` for none.
 pub async fn ingest_paths(

@@ -17,8 +17,10 @@ use crate::eval::percentile;
 pub struct EmbedRun {
     /// `one` (each text alone) or `batch` (all of them, `batch_size` a pass).
     pub mode: &'static str,
-    /// The forward pass (`packed`, `candle`).
+    /// The forward pass (`packed`, `candle`; `wgsl`: on the GPU, `gpu::bert`).
     pub forward: &'static str,
+    /// Where it ran: `cpu`, or the GPU adapter.
+    pub device: String,
     /// The linear layers' arithmetic (`f32`, `int8`).
     pub precision: &'static str,
     /// Texts embedded.
@@ -65,6 +67,15 @@ fn profile(
     }
     out.push(("other".to_string(), per((seconds - counted).max(0.0))));
     out
+}
+
+/// The forward `embedder` runs its calls with, its arithmetic, and where: its GPU forward (f32)
+/// when it has one, else its own on the CPU.
+fn engine_of(embedder: &Embedder) -> (&'static str, &'static str, String) {
+    match embedder.accelerator() {
+        Some(device) => ("wgsl", "f32", device),
+        None => (embedder.forward().as_str(), embedder.precision().as_str(), "cpu".to_string()),
+    }
 }
 
 /// Seconds to tokenise `texts` one by one, as a lone text is.
@@ -155,10 +166,12 @@ pub fn one_at_a_time(embedder: &Embedder, texts: &[&str], repeat: usize) -> Resu
     let seconds: f64 = best.iter().sum();
     let mut ms: Vec<f64> = best.iter().map(|s| s * 1e3).collect();
     ms.sort_by(f64::total_cmp);
+    let (forward, precision, device) = engine_of(embedder);
     Ok(EmbedRun {
         mode: "one",
-        forward: embedder.forward().as_str(),
-        precision: embedder.precision().as_str(),
+        forward,
+        device,
+        precision,
         texts: texts.len(),
         pieces,
         batch_size: 1,
@@ -196,10 +209,12 @@ pub fn batched(embedder: &Embedder, texts: &[&str], batch_size: usize, repeat: u
     let elapsed = all.elapsed().as_secs_f64() * embedder.threads() as f64;
     let profile = profile(embedder, &before, 0.0, elapsed, texts.len() * repeat.max(1));
     let (pieces, gflop) = work(embedder, texts)?;
+    let (forward, precision, device) = engine_of(embedder);
     Ok(EmbedRun {
         mode: "batch",
-        forward: embedder.forward().as_str(),
-        precision: embedder.precision().as_str(),
+        forward,
+        device,
+        precision,
         texts: texts.len(),
         pieces,
         batch_size,

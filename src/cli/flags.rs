@@ -497,6 +497,14 @@ pub struct EmbedBenchArgs {
     /// Passes to time; the fastest counts (per text, for texts one at a time).
     #[arg(long, default_value_t = 1)]
     pub repeat: usize,
+    /// cpu: the CPU's forward only; gpu: also the GPU's (`gpu::bert`) on the same texts, every
+    /// call there (an error without an adapter); auto: also the GPU's on a hardware adapter.
+    #[arg(long, value_enum, default_value = "cpu")]
+    pub backend: Backend,
+    /// The GPU's peak f32 rate in GFLOP/s (its data sheet's: 67,000 for an H100 or H200 SXM),
+    /// which its runs' "of peak" column divides by; unset: not shown.
+    #[arg(long)]
+    pub gpu_peak_gflops: Option<f64>,
     /// Print JSON lines (one per measurement, and the peak).
     #[arg(long)]
     pub json: bool,

@@ -246,7 +246,7 @@ fn erf(x: f32) -> f32 {
 
 /// GELU with the error function (BERT's `gelu`), in place.
 #[multiversion::multiversion(targets("x86_64+avx512f+avx512vl", "x86_64+avx2+fma"))]
-pub(super) fn gelu(v: &mut [f32]) {
+pub(crate) fn gelu(v: &mut [f32]) {
     for x in v.iter_mut() {
         *x = 0.5 * *x * (1.0 + erf(*x * std::f32::consts::FRAC_1_SQRT_2));
     }
@@ -254,7 +254,7 @@ pub(super) fn gelu(v: &mut [f32]) {
 
 /// `x = LayerNorm(x + y)` for every row (`width` wide) of `x`; no `y`: `LayerNorm(x)`.
 #[multiversion::multiversion(targets("x86_64+avx512f+avx512vl", "x86_64+avx2+fma"))]
-pub(super) fn add_and_normalise(x: &mut [f32], y: Option<&[f32]>, width: usize, gamma: &[f32], beta: &[f32], eps: f32) {
+pub(crate) fn add_and_normalise(x: &mut [f32], y: Option<&[f32]>, width: usize, gamma: &[f32], beta: &[f32], eps: f32) {
     for (r, row) in x.chunks_exact_mut(width).enumerate() {
         if let Some(y) = y {
             for (a, b) in row.iter_mut().zip(&y[r * width..(r + 1) * width]) {

@@ -12,6 +12,7 @@
 mod int8;
 pub(crate) mod kernels;
 mod packed;
+mod weights;
 
 use std::path::{Path, PathBuf};
 
@@ -23,6 +24,7 @@ use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStr
 
 pub use self::int8::Precision;
 use self::packed::PackedBert;
+pub use self::weights::{BertWeights, LayerWeights, LinearWeights, NormWeights};
 pub use crate::conversation::EmbedText;
 use crate::error::{Error, Result};
 
@@ -141,6 +143,33 @@ pub(crate) fn read_weights(path: &Path, device: &Device) -> Result<VarBuilder<'s
         .map_err(|e| Error::Model(format!("{}: {e}", path.display())))
 }
 
+/// A forward pass that runs beside the CPU's, on a device of its own (a GPU: `gpu::bert`):
+/// the same function, pooled unit-length rows for sequences of word-piece ids. An [`Embedder`]
+/// given one ([`Embedder::accelerate`]) hands it every call of at least its `min_texts` texts
+/// and embeds on its own threads when it fails (a log line says why), so a device error costs
+/// time, never a result.
+pub trait Accelerator: Send + Sync {
+    /// What it runs on ("NVIDIA H200 (DiscreteGpu, Vulkan, …)"), for logs and reports.
+    fn describe(&self) -> String;
+    /// Pooled, unit-length rows, `seqs.len() × EMBEDDING_DIM`, row-major.
+    fn embed(&self, seqs: &[&[u32]]) -> Result<Vec<f32>>;
+}
+
+/// Texts an [`Embedder`] embedded since load, by where: what a report says it measured.
+#[derive(Debug, Default)]
+struct Counts {
+    device: std::sync::atomic::AtomicU64,
+    cpu: std::sync::atomic::AtomicU64,
+}
+
+/// The device an [`Embedder`] hands large calls to.
+#[derive(Clone)]
+struct Accelerated {
+    device: std::sync::Arc<dyn Accelerator>,
+    /// Calls of fewer texts stay on the CPU.
+    min_texts: usize,
+}
+
 /// The loaded model, as the forward pass needs it.
 enum Model {
     Packed(PackedBert),
@@ -228,6 +257,8 @@ pub struct Embedder {
     /// Hidden width, feed-forward width and layers: what one text's arithmetic depends on.
     shape: (usize, usize, usize),
     precision: Precision,
+    accelerated: Option<Accelerated>,
+    counts: std::sync::Arc<Counts>,
 }
 
 impl std::fmt::Debug for Embedder {
@@ -267,7 +298,7 @@ impl Embedder {
         let weights = dir.join("model.safetensors");
         let vb = read_weights(&weights, &device)?;
         let model = match (config.forward, config.precision) {
-            (Forward::Packed, precision) => Model::Packed(PackedBert::load(&vb, &bert, precision)?),
+            (Forward::Packed, precision) => Model::Packed(PackedBert::new(&BertWeights::read(&vb, &bert)?, precision)?),
             (Forward::Candle, Precision::Int8) => {
                 return Err(Error::InvalidArgument(
                     "embed.precision = \"int8\" needs embed.forward = \"packed\": candle's forward is f32 only \
@@ -294,6 +325,8 @@ impl Embedder {
             pool,
             shape: (bert.hidden_size, bert.intermediate_size, bert.num_hidden_layers),
             precision: config.precision,
+            accelerated: None,
+            counts: Default::default(),
         })
     }
 
@@ -314,7 +347,32 @@ impl Embedder {
             pool: thread_pool(threads, "myelin-embed-bg", Some(BACKGROUND_NICE))?,
             shape: self.shape,
             precision: self.precision,
+            accelerated: self.accelerated.clone(),
+            counts: self.counts.clone(),
         })
+    }
+
+    /// Hands every later call of at least `min_texts` texts to `device` (this embedder's
+    /// [`background`](Embedder::background) copies made after this too).
+    pub fn accelerate(&mut self, device: std::sync::Arc<dyn Accelerator>, min_texts: usize) {
+        self.accelerated = Some(Accelerated { device, min_texts: min_texts.max(1) });
+    }
+
+    /// The device large calls go to, if any.
+    pub fn accelerator(&self) -> Option<String> {
+        self.accelerated.as_ref().map(|a| a.device.describe())
+    }
+
+    /// Where the texts embedded since load were embedded: `"gpu"` (every one on the
+    /// [`Accelerator`]), `"cpu"` (none), `"gpu+cpu"` (some of each: calls under its
+    /// `min_texts`, or calls it failed).
+    pub fn backend(&self) -> &'static str {
+        use std::sync::atomic::Ordering::Relaxed;
+        match (self.counts.device.load(Relaxed), self.counts.cpu.load(Relaxed)) {
+            (0, _) => "cpu",
+            (_, 0) => "gpu",
+            _ => "gpu+cpu",
+        }
     }
 
     /// Runs `f` on this embedder's threads (at their priority); rayon work inside it, and
@@ -347,6 +405,19 @@ impl Embedder {
     /// unit length. Texts are tokenised once, sorted by length and batched, so a batch pads
     /// to a length close to its longest text.
     pub fn embed<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Result<Vec<f32>> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if let Some(a) = &self.accelerated
+            && texts.len() >= a.min_texts
+        {
+            match self.pool.install(|| self.embed_on(a.device.as_ref(), texts)) {
+                Ok(rows) => {
+                    self.counts.device.fetch_add(texts.len() as u64, Relaxed);
+                    return Ok(rows);
+                }
+                Err(e) => tracing::warn!("embedding on {}: {e}; embedding on the CPU instead", a.device.describe()),
+            }
+        }
+        self.counts.cpu.fetch_add(texts.len() as u64, Relaxed);
         // A lone text through the packed forward: tokenised here, without the batch machinery,
         // and each of its products split over two of the pool's threads (one text's weights
         // stream from memory about twice as fast on two cores as on one; measured in
@@ -384,6 +455,23 @@ impl Embedder {
     /// The arithmetic of its linear layers.
     pub fn precision(&self) -> Precision {
         self.precision
+    }
+
+    /// Embeds `texts` on `device`: tokenised here, every text in one call.
+    fn embed_on<S: AsRef<str> + Sync>(&self, device: &dyn Accelerator, texts: &[S]) -> Result<Vec<f32>> {
+        let inputs: Vec<&str> = texts.iter().map(|t| t.as_ref()).collect();
+        let encodings = self.tokenizer.encode_batch_fast(inputs, true).map_err(|e| Error::Tokenizer(e.to_string()))?;
+        let seqs: Vec<&[u32]> = encodings.iter().map(|e| e.get_ids()).collect();
+        let rows = device.embed(&seqs)?;
+        if rows.len() != texts.len() * EMBEDDING_DIM {
+            return Err(Error::Model(format!(
+                "{} returned {} values for {} texts",
+                device.describe(),
+                rows.len(),
+                texts.len()
+            )));
+        }
+        Ok(rows)
     }
 
     fn embed_here<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Result<Vec<f32>> {
@@ -430,6 +518,13 @@ impl Embedder {
     /// Embeds one text.
     pub fn embed_one(&self, text: &str) -> Result<Vec<f32>> {
         self.embed(&[text])
+    }
+
+    /// The word pieces `text` becomes, [CLS]/[SEP] included, after truncation: what a forward
+    /// reads.
+    pub fn word_piece_ids(&self, text: &str) -> Result<Vec<u32>> {
+        let enc = self.tokenizer.encode_fast(text, true).map_err(|e| Error::Tokenizer(e.to_string()))?;
+        Ok(enc.get_ids().to_vec())
     }
 
     /// Number of word pieces `text` becomes, [CLS]/[SEP] included, after truncation.
@@ -639,6 +734,39 @@ mod tests {
         assert_eq!(chunks, [&[0, 1][..], &[2, 3, 4], &[5, 6], &[7], &[8, 9]]);
         assert_eq!(chunks_of_pieces(&order, len, 1000, 100), [&order[..]]);
         assert!(chunks_of_pieces(&[], len, 10, 3).is_empty());
+    }
+
+    /// A device that fails every call, or answers with too few values.
+    struct Broken {
+        short: bool,
+    }
+
+    impl Accelerator for Broken {
+        fn describe(&self) -> String {
+            "a broken device".into()
+        }
+
+        fn embed(&self, seqs: &[&[u32]]) -> Result<Vec<f32>> {
+            match self.short {
+                true => Ok(vec![0.0; seqs.len()]),
+                false => Err(Error::Gpu("lost".into())),
+            }
+        }
+    }
+
+    #[test]
+    fn a_failing_device_leaves_the_work_to_the_cpu() {
+        let texts = ["the beagle mix barks", "Maya paints on Sundays", "a third text"];
+        let plain = Embedder::load(&EmbedConfig::default()).expect("model (scripts/fetch-model.sh)");
+        let want = plain.embed(&texts).expect("cpu");
+        for short in [false, true] {
+            let mut e = Embedder::load(&EmbedConfig::default()).expect("model");
+            e.accelerate(std::sync::Arc::new(Broken { short }), 2);
+            assert_eq!(e.accelerator().as_deref(), Some("a broken device"));
+            assert_eq!(e.embed(&texts).expect("falls back"), want, "the CPU's vectors, to the bit");
+            assert_eq!(e.background().expect("bg").embed(&texts).expect("falls back"), want);
+            assert_eq!(e.backend(), "cpu", "nothing was embedded on the device");
+        }
     }
 
     #[test]

@@ -8,12 +8,9 @@
 //! hold them to 1e-5), without candle's cost per operation, which at one short text is most of
 //! the time. Owns the forward; must not tokenise or find files.
 
-use candle_core::{DType, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::Config as BertConfig;
-
 use super::int8::{self, Precision, Quantised, Rows};
 use super::kernels::{self, Isa, Packed};
+use super::weights::{BertWeights, LinearWeights, NormWeights};
 use crate::error::{Error, Result};
 
 /// One linear layer, its weights in f32 or rounded to int8 ([`Precision`]).
@@ -121,69 +118,45 @@ pub(super) struct PackedBert {
     isa: Isas,
 }
 
-/// Reads `name` (of `shape`) as f32 values.
-fn values(vb: &VarBuilder, shape: &[usize], name: &str) -> Result<Vec<f32>> {
-    let t: Tensor = vb.get(shape, name).map_err(|e| Error::Model(format!("{name}: {e}")))?;
-    Ok(t.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?)
-}
-
-fn linear(vb: &VarBuilder, prefixes: &[&str], n_each: usize, k: usize, precision: Precision) -> Result<Linear> {
-    let (mut w, mut b) = (Vec::new(), Vec::new());
-    for p in prefixes {
-        w.extend(values(vb, &[n_each, k], &format!("{p}.weight"))?);
-        b.extend(values(vb, &[n_each], &format!("{p}.bias"))?);
-    }
-    let n = n_each * prefixes.len();
+fn linear(w: &LinearWeights, precision: Precision) -> Result<Linear> {
+    let (n, k) = (w.outputs, w.inputs);
     let packed = match precision {
-        Precision::F32 => Packed::new(&w, &b, n, k).map(Linear::F32),
-        Precision::Int8 => Quantised::new(&w, &b, n, k).map(Linear::Int8),
+        Precision::F32 => Packed::new(&w.weight, &w.bias, n, k).map(Linear::F32),
+        Precision::Int8 => Quantised::new(&w.weight, &w.bias, n, k).map(Linear::Int8),
     };
-    packed.ok_or_else(|| Error::Model(format!("{}: {n} outputs do not fill panels", prefixes[0])))
+    packed.ok_or_else(|| Error::Model(format!("a layer of {n} outputs does not fill panels")))
 }
 
-fn norm(vb: &VarBuilder, prefix: &str, hidden: usize, eps: f64) -> Result<Norm> {
-    Ok(Norm {
-        gamma: values(vb, &[hidden], &format!("{prefix}.weight"))?,
-        beta: values(vb, &[hidden], &format!("{prefix}.bias"))?,
-        eps: eps as f32,
-    })
+fn norm(w: &NormWeights, eps: f32) -> Norm {
+    Norm { gamma: w.gamma.clone(), beta: w.beta.clone(), eps }
 }
 
 impl PackedBert {
-    /// Packs the weights `vb` holds (a BERT checkpoint laid out as Hugging Face's, with or
-    /// without the `bert.` prefix), the linear layers' at `precision`.
-    pub(super) fn load(vb: &VarBuilder, config: &BertConfig, precision: Precision) -> Result<PackedBert> {
-        let vb = if vb.contains_tensor("bert.embeddings.word_embeddings.weight") { vb.pp("bert") } else { vb.clone() };
-        let (h, f) = (config.hidden_size, config.intermediate_size);
-        if config.num_attention_heads == 0 || h % config.num_attention_heads != 0 {
-            return Err(Error::Model(format!(
-                "{h} hidden units do not split into {} heads",
-                config.num_attention_heads
-            )));
-        }
-        let eps = config.layer_norm_eps;
-        let segment = values(&vb, &[config.type_vocab_size, h], "embeddings.token_type_embeddings.weight")?;
-        let mut layers = Vec::with_capacity(config.num_hidden_layers);
-        for l in 0..config.num_hidden_layers {
-            let at = |s: &str| format!("encoder.layer.{l}.{s}");
-            let (q, k, v) = (at("attention.self.query"), at("attention.self.key"), at("attention.self.value"));
-            layers.push(Layer {
-                qkv: linear(&vb, &[&q, &k, &v], h, h, precision)?,
-                out: linear(&vb, &[&at("attention.output.dense")], h, h, precision)?,
-                norm1: norm(&vb, &at("attention.output.LayerNorm"), h, eps)?,
-                up: linear(&vb, &[&at("intermediate.dense")], f, h, precision)?,
-                down: linear(&vb, &[&at("output.dense")], h, f, precision)?,
-                norm2: norm(&vb, &at("output.LayerNorm"), h, eps)?,
-            });
-        }
+    /// Packs `weights`, the linear layers' at `precision`.
+    pub(super) fn new(weights: &BertWeights, precision: Precision) -> Result<PackedBert> {
+        let eps = weights.eps;
+        let layers = weights
+            .layers
+            .iter()
+            .map(|l| {
+                Ok(Layer {
+                    qkv: linear(&l.qkv, precision)?,
+                    out: linear(&l.out, precision)?,
+                    norm1: norm(&l.norm1, eps),
+                    up: linear(&l.up, precision)?,
+                    down: linear(&l.down, precision)?,
+                    norm2: norm(&l.norm2, eps),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
         Ok(PackedBert {
-            words: values(&vb, &[config.vocab_size, h], "embeddings.word_embeddings.weight")?,
-            positions: values(&vb, &[config.max_position_embeddings, h], "embeddings.position_embeddings.weight")?,
-            segment: segment[..h].to_vec(),
-            norm: norm(&vb, "embeddings.LayerNorm", h, eps)?,
+            words: weights.words.clone(),
+            positions: weights.positions.clone(),
+            segment: weights.segment.clone(),
+            norm: norm(&weights.norm, eps),
             layers,
-            hidden: h,
-            heads: config.num_attention_heads,
+            hidden: weights.hidden,
+            heads: weights.heads,
             isa: Isas { f32: Isa::detect(), int8: int8::Isa::detect() },
             spent: Default::default(),
         })

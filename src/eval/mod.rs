@@ -36,8 +36,8 @@ use crate::store::Store;
 use peer::{PeerQuestion, PeerRuns, PeerTurn};
 pub use rates::auc;
 pub use report::{
-    GateReport, GateUse, GnnUse, GroupReport, IndexUse, KindFound, KindsUse, Latency, Mean, ModeReport, NewestFirst,
-    QuestionOutcome, QuestionResult, Report,
+    Backends, GateReport, GateUse, GnnUse, GroupReport, IndexUse, KindFound, KindsUse, Latency, Mean, ModeReport,
+    NewestFirst, QuestionOutcome, QuestionResult, Report,
 };
 
 /// The k of the reported recall@k.
@@ -407,6 +407,11 @@ pub async fn evaluate(
         tokenizer: TOKENIZER.to_string(),
         query_embedding_ms: latency(&mut embed_ms),
         backend: engine.choice().clone(),
+        backends: Backends {
+            embed: embedder.backend().to_string(),
+            rank: engine.choice().backend.as_str().to_string(),
+            rerank: Backend::Cpu.as_str().to_string(),
+        },
         modes,
         mode_order: columns,
         gnn,

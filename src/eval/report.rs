@@ -132,6 +132,18 @@ pub struct ModeReport {
     pub gpu_batch: Option<BatchReport>,
 }
 
+/// Which device did each part of an evaluation's work: `"cpu"`, `"gpu"`, or `"gpu+cpu"` where
+/// some of it ran on each (`Embedder::backend`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Backends {
+    /// Embedding the questions (and what this run ingested).
+    pub embed: String,
+    /// Ranking (dense scan, spreading activation, scores).
+    pub rank: String,
+    /// The learned relevance's rerank (synapse-gnn); the CPU so far.
+    pub rerank: String,
+}
+
 /// The result of an evaluation.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
@@ -153,6 +165,8 @@ pub struct Report {
     pub query_embedding_ms: Latency,
     /// The backend retrieval ran on, and why.
     pub backend: Choice,
+    /// Which device did each part of the work.
+    pub backends: Backends,
     /// Per mode, by CLI name.
     pub modes: BTreeMap<String, ModeReport>,
     /// Mode names in the order they were asked for.

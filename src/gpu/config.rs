@@ -7,17 +7,17 @@ use serde::{Deserialize, Serialize};
 /// Set to make a missing GPU adapter an error in tests instead of a skip (CI sets it).
 pub const REQUIRE_GPU_ENV: &str = "MYELIN_REQUIRE_GPU";
 
-/// Where retrieval runs.
+/// Where retrieval and embedding run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
-    /// The GPU when there is a usable adapter and the graphs are large enough for it to win.
+    /// The GPU when there is a hardware adapter and the work is large enough for it to win.
     #[default]
     Auto,
     /// Always the CPU.
     Cpu,
-    /// Always the GPU; no usable adapter is an error.
+    /// Always the GPU (a software renderer too); no usable adapter is an error.
     Gpu,
 }
 
@@ -41,11 +41,15 @@ pub struct GpuConfig {
     /// `auto` picks the GPU only when the largest graph has at least this many nodes
     /// (default 20,000; under it the CPU answers a query faster than one GPU round trip).
     pub min_nodes: usize,
+    /// `auto` embeds a call of at least this many texts on the GPU, fewer on the CPU (default
+    /// 8: not yet measured on a GPU; `myelin embed-bench --backend gpu` times both; `gpu`
+    /// embeds every call there).
+    pub embed_min_texts: usize,
 }
 
 impl Default for GpuConfig {
     fn default() -> Self {
-        GpuConfig { backend: Backend::Auto, min_nodes: 20_000 }
+        GpuConfig { backend: Backend::Auto, min_nodes: 20_000, embed_min_texts: 8 }
     }
 }
 

@@ -1,4 +1,4 @@
-//! The structs shared with WGSL (`shaders/common.wgsl`, `shaders/select.wgsl`): `#[repr(C)]`,
+//! The structs shared with WGSL (`shaders/common.wgsl`, `shaders/select.wgsl`, `shaders/bert.wgsl`): `#[repr(C)]`,
 //! plain old data, field for field the WGSL declaration. A test checks each size against the
 //! size naga computes for the WGSL struct.
 
@@ -109,6 +109,49 @@ pub struct SelectParams {
     /// Padding.
     pub _pad1: u32,
 }
+
+/// One dispatch of the model's forward (`BertParams` in bert.wgsl).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Pod, Zeroable)]
+pub struct BertParams {
+    /// Word pieces in the batch.
+    pub rows: u32,
+    /// A product's inputs.
+    pub inputs: u32,
+    /// A product's outputs.
+    pub outputs: u32,
+    /// Bit 0: GELU after the product.
+    pub flags: u32,
+    /// Texts in the batch.
+    pub texts: u32,
+    /// Attention heads.
+    pub heads: u32,
+    /// Width of one head.
+    pub head_dim: u32,
+    /// Hidden width.
+    pub hidden: u32,
+    /// Layer normalisation's epsilon.
+    pub eps: f32,
+    /// Attention's `1 / sqrt(head_dim)`.
+    pub scale: f32,
+    /// Padding.
+    pub _pad0: u32,
+    /// Padding.
+    pub _pad1: u32,
+}
+
+/// Threads of bert.wgsl's kernels that work on one row (`ROW_WG`), each holding at most
+/// `BERT_ROW_COLUMNS` columns (`MAX_COLS`): the widest hidden layer they take.
+pub const BERT_ROW_WG: usize = 128;
+/// See [`BERT_ROW_WG`].
+pub const BERT_ROW_COLUMNS: usize = 4;
+/// Rows and outputs of one tile of bert.wgsl's `linear` (`TILE`).
+pub const BERT_TILE: u32 = 64;
+/// Longest text and widest head bert.wgsl's `attention` takes (`MAX_PIECES`, `MAX_HEAD`), and
+/// its threads (`ATT_WG`), which a head's width must divide.
+pub const BERT_MAX_PIECES: usize = 512;
+/// See [`BERT_MAX_PIECES`].
+pub const BERT_ATTENTION_WG: usize = 64;
 
 /// Words per query of the selection state (`SelectState`).
 pub const SELECT_STATE_WORDS: u64 = 8;

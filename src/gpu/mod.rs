@@ -18,6 +18,8 @@ pub mod request;
 pub use config::{AdapterDescription, Backend, GpuConfig, REQUIRE_GPU_ENV};
 
 #[cfg(feature = "gpu")]
+pub mod bert;
+#[cfg(feature = "gpu")]
 pub mod corpus;
 #[cfg(feature = "gpu")]
 mod device;

@@ -36,14 +36,23 @@ pub enum Family {
     Score,
     /// PageRank power iteration.
     PageRank,
+    /// all-MiniLM-L6-v2's forward (`gpu::bert`); not prefixed with `common.wgsl`.
+    Bert,
 }
 
 use Slot::{Read, ReadWrite, Uniform};
 
 impl Family {
     /// Every family.
-    pub const ALL: [Family; 6] =
-        [Family::Similarity, Family::Propagate, Family::Select, Family::Activation, Family::Score, Family::PageRank];
+    pub const ALL: [Family; 7] = [
+        Family::Similarity,
+        Family::Propagate,
+        Family::Select,
+        Family::Activation,
+        Family::Score,
+        Family::PageRank,
+        Family::Bert,
+    ];
 
     /// The file name under `shaders/`.
     pub fn file(self) -> &'static str {
@@ -54,6 +63,7 @@ impl Family {
             Family::Activation => "activation.wgsl",
             Family::Score => "score.wgsl",
             Family::PageRank => "pagerank.wgsl",
+            Family::Bert => "bert.wgsl",
         }
     }
 
@@ -65,12 +75,17 @@ impl Family {
             Family::Activation => include_str!("../../shaders/activation.wgsl"),
             Family::Score => include_str!("../../shaders/score.wgsl"),
             Family::PageRank => include_str!("../../shaders/pagerank.wgsl"),
+            Family::Bert => include_str!("../../shaders/bert.wgsl"),
         }
     }
 
-    /// The complete WGSL source: `common.wgsl` followed by the family's file.
+    /// The complete WGSL source: `common.wgsl` followed by the family's file (the ranking's
+    /// families; the model's file stands alone).
     pub fn source(self) -> String {
-        format!("{COMMON}\n{}", self.body())
+        match self {
+            Family::Bert => self.body().to_string(),
+            _ => format!("{COMMON}\n{}", self.body()),
+        }
     }
 
     /// Slot kinds of group 0, by binding number.
@@ -84,6 +99,7 @@ impl Family {
                 &[Uniform, Read, Read, Read, Read, Read, ReadWrite, Read, Read, Read, Read, Read, ReadWrite]
             }
             Family::PageRank => &[Uniform, Read, Read, Read, Read, Read, Read, Read, Read, ReadWrite, ReadWrite],
+            Family::Bert => &[Uniform, Read, Read, Read, Read, ReadWrite],
         }
     }
 
@@ -96,6 +112,7 @@ impl Family {
             Family::Activation => &["seed_clear", "seed_anchors", "inhibit_sigmoid"],
             Family::Score => &["hybrid", "walk"],
             Family::PageRank => &["pagerank_dangling", "pagerank_step"],
+            Family::Bert => &["embed_tokens", "add_norm", "linear", "attention", "pool"],
         }
     }
 }
@@ -204,7 +221,7 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gpu::layout::{GraphInfo, Params, Segment, SelectParams};
+    use crate::gpu::layout::{BertParams, GraphInfo, Params, Segment, SelectParams};
 
     fn module(family: Family) -> naga::Module {
         let source = family.source();
@@ -267,5 +284,7 @@ mod tests {
         ] {
             assert_eq!(common.get(name).copied(), Some(rust as u32), "{name}");
         }
+        let bert = sizes(Family::Bert);
+        assert_eq!(bert.get("BertParams").copied(), Some(size_of::<BertParams>() as u32), "BertParams");
     }
 }

@@ -17,7 +17,6 @@ use super::searcher::*;
 use super::state::*;
 use super::writer::*;
 use crate::config::Config;
-use crate::embed::Embedder;
 use crate::error::{Error, Result};
 use crate::retrieve::engine::{Choice, choose};
 use crate::retrieve::{Memory, Order};
@@ -132,7 +131,7 @@ impl Service {
     pub(super) async fn start(root: &Path, config: Config, writer: Option<Writer>) -> Result<Service> {
         config.retrieve.validate()?;
         config.serve.validate()?;
-        let embedder = Arc::new(Embedder::load(&config.embed)?);
+        let embedder = Arc::new(crate::pipeline::load_embedder(&config)?);
         let background = embedder.background()?;
         let store = Store::open(root).await?;
         store.check_embedded_text(config.embed.text)?;

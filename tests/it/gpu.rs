@@ -420,3 +420,36 @@ fn graphs_replaced_in_place_rank_like_a_fresh_upload() {
         assert_same(c, g, &format!("replaced: {}", q.text));
     }
 }
+
+/// `eval --backend gpu` embeds (what it ingests and every question) and ranks on the device,
+/// says so in its report, and gives the CPU's recall (the CPU at f32: the arithmetic of the
+/// GPU's forward).
+#[test]
+fn eval_on_the_gpu_embeds_and_ranks_there_with_the_cpus_recall() {
+    if test_gpu().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = |backend: &str| -> serde_json::Value {
+        let (store, json) = (dir.path().join(backend), dir.path().join(format!("{backend}.json")));
+        let json_arg = json.to_str().expect("utf-8 path");
+        let args = ["--embed-precision", "f32", "eval", "locomo", "datasets/demo.json", "--modes", "synapse,bm25"];
+        ok(&store, &[&args[..], &["--backend", backend, "--json", json_arg]].concat());
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("report")).expect("json")
+    };
+    let (cpu, gpu) = (run("cpu"), run("gpu"));
+    assert_eq!(cpu["backends"], serde_json::json!({"embed": "cpu", "rank": "cpu", "rerank": "cpu"}));
+    assert_eq!(gpu["backends"], serde_json::json!({"embed": "gpu", "rank": "gpu", "rerank": "cpu"}));
+    for mode in ["synapse", "bm25"] {
+        let groups = cpu["modes"][mode]["groups"].as_object().expect("groups");
+        assert!(!groups.is_empty(), "{mode}: no group");
+        for (group, c) in groups {
+            let g = &gpu["modes"][mode]["groups"][group];
+            // Fractions: 0.1 points is 0.001.
+            for k in ["recall@5", "recall@10", "recall@25", "hit@10"] {
+                let (c, g) = (c[k].as_f64().expect(k), g[k].as_f64().expect(k));
+                assert!((c - g).abs() <= 0.001, "{mode} {group} {k}: cpu {c}, gpu {g}");
+            }
+        }
+    }
+}

@@ -8,8 +8,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use myelin::config::Config;
-use myelin::embed::Embedder;
 use myelin::pipeline::LoadedInput;
+use myelin::pipeline::load_embedder;
 use myelin::retrieve::Query;
 use myelin::retrieve::bm25::Analyzer;
 use myelin::retrieve::engine::Engine;
@@ -37,7 +37,7 @@ const SHOWN: usize = 5;
 /// over (a rejected result's few closest, marked weak), the best five in rank order.
 async fn answer(store_dir: &Path, config: &Config, conversations: &[String]) -> anyhow::Result<()> {
     let store = Store::open(store_dir).await?;
-    let embedder = Embedder::load(&config.embed)?;
+    let embedder = load_embedder(config)?;
     let mut analyzer = Analyzer::new()?;
     let mode = config.retrieve.mode;
     for id in conversations {

@@ -10,6 +10,8 @@ use anyhow::Context;
 use myelin::bench::embed;
 use myelin::config::Config;
 use myelin::embed::Embedder;
+use myelin::gpu::Backend;
+use myelin::pipeline::load_embedder;
 
 use crate::cli::Globals;
 use crate::cli::flags::EmbedBenchArgs;
@@ -30,12 +32,24 @@ pub fn run(args: EmbedBenchArgs, mut config: Config, _g: &Globals) -> anyhow::Re
     let queries: Vec<&str> = queries_text.as_deref().map_or(sentences.clone(), |t| t.lines().collect());
     let queries = &queries[..queries.len().min(args.one)];
     let embedder = Embedder::load(&config.embed)?;
+    // The GPU's forward beside the CPU's, on the same texts in the same run: every call there.
+    let gpu = match args.backend {
+        Backend::Cpu => None,
+        backend => {
+            config.gpu.backend = backend;
+            config.gpu.embed_min_texts = 1;
+            let e = load_embedder(&config)?;
+            e.accelerator().is_some().then_some(e)
+        }
+    };
     let mut runs = Vec::new();
-    if !queries.is_empty() {
-        runs.push(embed::one_at_a_time(&embedder, queries, args.repeat)?);
+    for e in std::iter::once(&embedder).chain(&gpu) {
+        if !queries.is_empty() {
+            runs.push(embed::one_at_a_time(e, queries, args.repeat)?);
+        }
+        runs.push(embed::batched(e, &sentences, config.embed.batch_size, args.repeat)?);
     }
-    runs.push(embed::batched(&embedder, &sentences, config.embed.batch_size, args.repeat)?);
     let peak = embed::peak_gflops(embedder.threads());
-    render::embed_bench(&runs, peak, args.json);
+    render::embed_bench(&runs, peak, args.gpu_peak_gflops, args.json);
     Ok(())
 }

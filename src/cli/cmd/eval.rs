@@ -13,6 +13,7 @@ use myelin::conversation::SourceFormat;
 use myelin::embed::Embedder;
 use myelin::eval::peer::PeerRuns;
 use myelin::eval::{EvalOptions, evaluate};
+use myelin::pipeline::load_embedder;
 use myelin::prepare::{Inputs, prepare};
 use myelin::retrieve::Mode;
 use myelin::store::Store;
@@ -52,7 +53,7 @@ async fn eval(
 ) -> anyhow::Result<()> {
     let started = Instant::now();
     let expected = if args.dataset == "locomo" { SourceFormat::Locomo } else { SourceFormat::Beam };
-    let embedder = Embedder::load(&config.embed)?;
+    let embedder = load_embedder(config)?;
     let inputs =
         Inputs { paths: std::slice::from_ref(&args.path), only: &args.conversations, expected: Some(expected) };
     let ids = prepare_noting(store_dir, inputs, &embedder, config, quiet).await?;

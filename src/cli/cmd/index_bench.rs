@@ -9,7 +9,8 @@ use std::time::Instant;
 
 use anyhow::Context;
 use myelin::config::Config;
-use myelin::embed::{EMBEDDING_DIM, Embedder};
+use myelin::embed::EMBEDDING_DIM;
+use myelin::pipeline::load_embedder;
 use myelin::retrieve::bm25::Analyzer;
 use myelin::retrieve::{Mode, Query};
 use myelin::store::Store;
@@ -51,7 +52,7 @@ async fn index_bench(
         "no questions in {}",
         sources.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
     );
-    let embedder = Embedder::load(&config.embed)?;
+    let embedder = load_embedder(config)?;
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let vectors = embedder.embed(&refs)?;
     let mut analyzer = Analyzer::new()?;

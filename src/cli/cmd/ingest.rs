@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use myelin::config::Config;
-use myelin::embed::Embedder;
+use myelin::pipeline::load_embedder;
 use myelin::pipeline::{IngestSummary, LoadedInput, ingest_loaded};
 
 use crate::cli::Globals;
@@ -31,7 +31,7 @@ pub async fn ingest(
     quiet: bool,
     started: Instant,
 ) -> anyhow::Result<IngestSummary> {
-    let embedder = Embedder::load(&config.embed)?;
+    let embedder = load_embedder(config)?;
     let progress = render::progress_bar(quiet, "turns")?;
     let summary = ingest_loaded(store, input, &embedder, config, &progress, started)
         .await

@@ -7,9 +7,9 @@
 use anyhow::Context;
 use myelin::config::Config;
 use myelin::conversation::SourceFormat;
-use myelin::embed::Embedder;
 use myelin::eval::peer::to_lines;
 use myelin::eval::{load, peer_inputs};
+use myelin::pipeline::load_embedder;
 use myelin::prepare::Inputs;
 use myelin::store::Store;
 
@@ -21,7 +21,7 @@ use crate::cli::render;
 pub fn run(args: PeerInputsArgs, config: Config, g: &Globals) -> anyhow::Result<()> {
     g.runtime.block_on(async {
         let expected = if args.dataset == "locomo" { SourceFormat::Locomo } else { SourceFormat::Beam };
-        let embedder = Embedder::load(&config.embed)?;
+        let embedder = load_embedder(&config)?;
         let inputs =
             Inputs { paths: std::slice::from_ref(&args.path), only: &args.conversations, expected: Some(expected) };
         let ids = prepare_noting(&g.store, inputs, &embedder, &config, g.quiet).await?;

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use myelin::config::Config;
-use myelin::embed::Embedder;
+use myelin::pipeline::load_embedder;
 use myelin::retrieve::bm25::Analyzer;
 use myelin::retrieve::engine::Engine;
 use myelin::retrieve::{Mode, Order, Query};
@@ -36,7 +36,7 @@ async fn query(
     anyhow::ensure!(!question.trim().is_empty(), "empty question: nothing to retrieve");
     let store = Store::open(store_dir).await?;
     let memory = myelin::pipeline::stored_memory(&store, conversation, config).await?;
-    let embedder = Embedder::load(&config.embed)?;
+    let embedder = load_embedder(config)?;
     let t0 = Instant::now();
     let embedding = embedder.embed_one(question)?;
     let embed_ms = t0.elapsed().as_secs_f64() * 1e3;

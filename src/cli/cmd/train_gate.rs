@@ -9,11 +9,11 @@ use std::time::Instant;
 
 use anyhow::Context;
 use myelin::config::Config;
-use myelin::embed::Embedder;
 use myelin::eval::gate::{Read, gate_cross_validation, gate_examples};
 use myelin::eval::load;
 use myelin::eval::reader::held_out_reader;
 use myelin::knowing::{GateExample, GateOptions, cut_from, train};
+use myelin::pipeline::load_embedder;
 use myelin::prepare::Inputs;
 use myelin::reader::train::ReaderOptions;
 use myelin::reader::{DEPTH as READER_DEPTH, FEATURES as READER_FEATURES};
@@ -38,7 +38,7 @@ async fn train_gate(args: &TrainGateArgs, config: &Config, g: &Globals) -> anyho
         cross_conversation: args.cross_conversation,
         ..GateOptions::default()
     };
-    let embedder = Embedder::load(&config.embed)?;
+    let embedder = load_embedder(config)?;
     let inputs = Inputs { paths: &args.paths, only: &args.conversations, expected: None };
     let ids = prepare_noting(&g.store, inputs, &embedder, config, g.quiet).await?;
     let store = Store::open(&g.store).await?;

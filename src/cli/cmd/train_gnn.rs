@@ -9,10 +9,11 @@ use std::time::Instant;
 
 use anyhow::Context;
 use myelin::config::Config;
-use myelin::embed::{EMBEDDING_DIM, Embedder};
+use myelin::embed::EMBEDDING_DIM;
 use myelin::eval::{load, training_examples};
 use myelin::gnn::record::TrainOptions;
 use myelin::gnn::relevance::{CARD_FORMAT, Card, card_path};
+use myelin::pipeline::load_embedder;
 use myelin::prepare::Inputs;
 use myelin::store::Store;
 
@@ -35,7 +36,7 @@ async fn train_gnn(
     quiet: bool,
 ) -> anyhow::Result<()> {
     let started = Instant::now();
-    let embedder = Embedder::load(&config.embed)?;
+    let embedder = load_embedder(config)?;
     let inputs = |paths, only| Inputs { paths, only, expected: None };
     let train_ids =
         prepare_noting(store_dir, inputs(&args.train, &args.train_conversations), &embedder, config, quiet).await?;

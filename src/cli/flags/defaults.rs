@@ -144,6 +144,7 @@ mod tests {
         assert!(help("eval", "lambda").ends_with(&format!("[default: {lambda}]")), "{}", help("eval", "lambda"));
         assert!(help("query", "time_unit").ends_with("[default: hour]"));
         assert!(help("query", "backend").ends_with("[default: auto]"));
+        assert!(help("ingest", "gpu_embed_min_texts").ends_with(&format!("[default: {}]", config.gpu.embed_min_texts)));
         assert!(help("ingest", "chunk_turns").ends_with(&format!("[default: {}]", config.ingest.chunk_turns)));
         assert!(help("serve", "max_batch").ends_with(&format!("[default: {}]", config.serve.max_batch)));
         // Unset by default, and a switch: no default shown.

@@ -1,5 +1,6 @@
 //! The flag groups several commands share and how each overrides the [`Config`]:
-//! [`IngestFlags`] (`[embed]`, `[ingest]`), [`RetrieveFlags`] (`[retrieve]`, `[gpu]`),
+//! [`IngestFlags`] (`[embed]`, `[ingest]`, `[gpu]`), [`RetrieveFlags`] (`[retrieve]`, `[gpu]`),
+//! [`GpuFlags`] (`[gpu]`, inside both),
 //! [`ServeFlags`] (`[serve]`), and `train-gnn`'s [`TrainFlags`] over `TrainOptions`.
 //!
 //! Must not hold a default: config-backed flags name their key and `--help` shows its
@@ -101,6 +102,37 @@ pub struct IngestFlags {
     /// unset: embed every text [ingest.reuse_embeddings].
     #[arg(long)]
     pub reuse_embeddings: Option<PathBuf>,
+    #[command(flatten)]
+    pub gpu: GpuFlags,
+}
+
+/// Where the work runs; each overrides its `[gpu]` config key.
+#[derive(Args, Debug)]
+pub struct GpuFlags {
+    /// Where retrieval and embedding run: auto, cpu or gpu [gpu.backend].
+    #[arg(long, value_enum)]
+    pub backend: Option<Backend>,
+    /// Smallest largest-graph size at which auto takes the GPU [gpu.min_nodes].
+    #[arg(long)]
+    pub gpu_min_nodes: Option<usize>,
+    /// Fewest texts of an embedding call that auto embeds on the GPU [gpu.embed_min_texts].
+    #[arg(long)]
+    pub gpu_embed_min_texts: Option<usize>,
+}
+
+impl GpuFlags {
+    /// Overrides the config keys of the flags given.
+    pub fn apply(&self, config: &mut Config) {
+        if let Some(b) = self.backend {
+            config.gpu.backend = b;
+        }
+        if let Some(n) = self.gpu_min_nodes {
+            config.gpu.min_nodes = n;
+        }
+        if let Some(n) = self.gpu_embed_min_texts {
+            config.gpu.embed_min_texts = n;
+        }
+    }
 }
 
 impl IngestFlags {
@@ -121,6 +153,7 @@ impl IngestFlags {
         if let Some(r) = &self.reuse_embeddings {
             config.ingest.reuse_embeddings = Some(r.clone());
         }
+        self.gpu.apply(config);
     }
 }
 
@@ -244,12 +277,8 @@ pub struct RetrieveFlags {
     /// [retrieve.current.min_similarity].
     #[arg(long)]
     pub current_min_similarity: Option<f32>,
-    /// Where retrieval runs: auto, cpu or gpu [gpu.backend].
-    #[arg(long, value_enum)]
-    pub backend: Option<Backend>,
-    /// Smallest largest-graph size at which auto takes the GPU [gpu.min_nodes].
-    #[arg(long)]
-    pub gpu_min_nodes: Option<usize>,
+    #[command(flatten)]
+    pub gpu: GpuFlags,
     /// Shipped model of the learned relevance of synapse-gnn: locomo (trained on LoCoMo) or
     /// locomo-beam (on LoCoMo and BEAM) [retrieve.gnn.model].
     #[arg(long, value_enum)]
@@ -301,12 +330,7 @@ impl RetrieveFlags {
         let archive = &mut config.archive;
         set!(max_active_nodes => archive.max_active_nodes, archive_keep_windows => archive.keep_windows, archive_slack => archive.slack);
         archive.validate()?;
-        if let Some(b) = self.backend {
-            config.gpu.backend = b;
-        }
-        if let Some(n) = self.gpu_min_nodes {
-            config.gpu.min_nodes = n;
-        }
+        self.gpu.apply(config);
         if let Some(p) = &self.gnn_weights {
             config.retrieve.gnn.weights = Some(p.clone());
         }
