@@ -351,8 +351,9 @@ fn query_reports_its_backend_and_gpu_answers_like_cpu() {
     let store = dir.path().join("store");
     ok(&store, &["ingest", "datasets/demo.json"]);
     let run = |backend: &str| -> serde_json::Value {
-        let out =
-            ok(&store, &["query", "--conversation", "demo", "--json", "--backend", backend, "What job did Maya get?"]);
+        // f32: the arithmetic of the GPU's forward, which embeds the question under `gpu`.
+        let args = ["--embed-precision", "f32", "query", "--conversation", "demo", "--json", "--backend", backend];
+        let out = ok(&store, &[&args[..], &["What job did Maya get?"]].concat());
         serde_json::from_str(&out).expect("json")
     };
     let cpu = run("cpu");
