@@ -34,11 +34,12 @@ const MAX_COLS: u32 = 4u;     // columns a thread of such a kernel holds: hidden
 
 var<workgroup> partial: array<f32, 128>;
 
-// The sum of `v` over the workgroup's ROW_WG threads (every thread gets it).
-fn row_sum(lid: u32, v: f32) -> f32 {
+// The sum of `v` over the workgroup's `threads` threads, a power of two at most ROW_WG (every
+// thread gets it).
+fn workgroup_sum(lid: u32, v: f32, threads: u32) -> f32 {
     partial[lid] = v;
     workgroupBarrier();
-    for (var step = ROW_WG / 2u; step > 0u; step >>= 1u) {
+    for (var step = threads / 2u; step > 0u; step >>= 1u) {
         if (lid < step) {
             partial[lid] += partial[lid + step];
         }
@@ -60,7 +61,7 @@ fn normalise_row(lid: u32, row: u32, values: array<f32, 4>, at: u32) {
             sum += v[j];
         }
     }
-    let mean = row_sum(lid, sum) / f32(h);
+    let mean = workgroup_sum(lid, sum, ROW_WG) / f32(h);
     var sq = 0.0;
     for (var j = 0u; j < MAX_COLS; j++) {
         if (lid + ROW_WG * j < h) {
@@ -68,7 +69,7 @@ fn normalise_row(lid: u32, row: u32, values: array<f32, 4>, at: u32) {
             sq += v[j] * v[j];
         }
     }
-    let inv = 1.0 / sqrt(row_sum(lid, sq) / f32(h) + params.eps);
+    let inv = 1.0 / sqrt(workgroup_sum(lid, sq, ROW_WG) / f32(h) + params.eps);
     for (var j = 0u; j < MAX_COLS; j++) {
         let col = lid + ROW_WG * j;
         if (col < h) {
@@ -199,9 +200,9 @@ const ATT_WG: u32 = 64u;
 const MAX_PIECES: u32 = 512u; // the longest text attention reads
 const MAX_HEAD: u32 = 64u;    // the widest head
 
-var<workgroup> query: array<f32, 64>;
-var<workgroup> weights: array<f32, 512>;
-var<workgroup> part: array<f32, 64>;
+var<workgroup> query: array<f32, MAX_HEAD>;
+var<workgroup> weights: array<f32, MAX_PIECES>;
+var<workgroup> part: array<f32, ATT_WG>;
 
 // One workgroup per word piece (x) and head (y): its scaled scores against every piece of its
 // own text, their softmax, and the weighted sum of values. a: queries, keys and values
@@ -248,16 +249,7 @@ fn attention(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_in
         weights[j] = e;
         sum += e;
     }
-    part[lid] = sum;
-    workgroupBarrier();
-    for (var step = ATT_WG / 2u; step > 0u; step >>= 1u) {
-        if (lid < step) {
-            part[lid] += part[lid + step];
-        }
-        workgroupBarrier();
-    }
-    let total = part[0];
-    workgroupBarrier();
+    let total = workgroup_sum(lid, sum, ATT_WG);
     // Thread lid sums column lid % d over every (ATT_WG / d)-th piece from lid / d.
     let col = lid % d;
     let ways = ATT_WG / d;
@@ -300,7 +292,7 @@ fn pool(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             sq += v[j] * v[j];
         }
     }
-    let norm = max(sqrt(row_sum(lid, sq)), 1e-12);
+    let norm = max(sqrt(workgroup_sum(lid, sq, ROW_WG)), 1e-12);
     for (var j = 0u; j < MAX_COLS; j++) {
         let col = lid + ROW_WG * j;
         if (col < h) {

@@ -144,7 +144,10 @@ fn accelerate(mut embedder: Embedder, config: &crate::gpu::GpuConfig) -> Result<
 #[cfg(not(feature = "gpu"))]
 fn accelerate(embedder: Embedder, config: &crate::gpu::GpuConfig) -> Result<Embedder> {
     match config.backend {
-        crate::gpu::Backend::Gpu => Err(Error::Gpu("--backend gpu: this build has no GPU backend".into())),
+        crate::gpu::Backend::Gpu => match crate::gpu::Gpu::new() {
+            Err(e) => Err(Error::Gpu(format!("--backend gpu: {e}"))),
+            Ok(gpu) => match gpu {},
+        },
         _ => Ok(embedder),
     }
 }

@@ -298,7 +298,7 @@ impl Embedder {
         let weights = dir.join("model.safetensors");
         let vb = read_weights(&weights, &device)?;
         let model = match (config.forward, config.precision) {
-            (Forward::Packed, precision) => Model::Packed(PackedBert::new(&BertWeights::read(&vb, &bert)?, precision)?),
+            (Forward::Packed, precision) => Model::Packed(PackedBert::new(BertWeights::read(&vb, &bert)?, precision)?),
             (Forward::Candle, Precision::Int8) => {
                 return Err(Error::InvalidArgument(
                     "embed.precision = \"int8\" needs embed.forward = \"packed\": candle's forward is f32 only \
@@ -459,8 +459,7 @@ impl Embedder {
 
     /// Embeds `texts` on `device`: tokenised here, every text in one call.
     fn embed_on<S: AsRef<str> + Sync>(&self, device: &dyn Accelerator, texts: &[S]) -> Result<Vec<f32>> {
-        let inputs: Vec<&str> = texts.iter().map(|t| t.as_ref()).collect();
-        let encodings = self.tokenizer.encode_batch_fast(inputs, true).map_err(|e| Error::Tokenizer(e.to_string()))?;
+        let encodings = self.encode_all(texts)?;
         let seqs: Vec<&[u32]> = encodings.iter().map(|e| e.get_ids()).collect();
         let rows = device.embed(&seqs)?;
         if rows.len() != texts.len() * EMBEDDING_DIM {
@@ -474,9 +473,14 @@ impl Embedder {
         Ok(rows)
     }
 
-    fn embed_here<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Result<Vec<f32>> {
+    /// Every text of a call tokenised (in parallel inside `tokenizers`), truncated.
+    fn encode_all<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Result<Vec<tokenizers::Encoding>> {
         let inputs: Vec<&str> = texts.iter().map(|t| t.as_ref()).collect();
-        let encodings = self.tokenizer.encode_batch_fast(inputs, true).map_err(|e| Error::Tokenizer(e.to_string()))?;
+        self.tokenizer.encode_batch_fast(inputs, true).map_err(|e| Error::Tokenizer(e.to_string()))
+    }
+
+    fn embed_here<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Result<Vec<f32>> {
+        let encodings = self.encode_all(texts)?;
         let mut order: Vec<usize> = (0..encodings.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(encodings[i].get_ids().len()));
         // Batches run in parallel, one per thread of the embedder's pool, so the element-wise

@@ -127,33 +127,33 @@ fn linear(w: &LinearWeights, precision: Precision) -> Result<Linear> {
     packed.ok_or_else(|| Error::Model(format!("a layer of {n} outputs does not fill panels")))
 }
 
-fn norm(w: &NormWeights, eps: f32) -> Norm {
-    Norm { gamma: w.gamma.clone(), beta: w.beta.clone(), eps }
+fn norm(w: NormWeights, eps: f32) -> Norm {
+    Norm { gamma: w.gamma, beta: w.beta, eps }
 }
 
 impl PackedBert {
-    /// Packs `weights`, the linear layers' at `precision`.
-    pub(super) fn new(weights: &BertWeights, precision: Precision) -> Result<PackedBert> {
+    /// Packs `weights`, the linear layers' at `precision`; the tables are kept as they are.
+    pub(super) fn new(weights: BertWeights, precision: Precision) -> Result<PackedBert> {
         let eps = weights.eps;
         let layers = weights
             .layers
-            .iter()
+            .into_iter()
             .map(|l| {
                 Ok(Layer {
                     qkv: linear(&l.qkv, precision)?,
                     out: linear(&l.out, precision)?,
-                    norm1: norm(&l.norm1, eps),
+                    norm1: norm(l.norm1, eps),
                     up: linear(&l.up, precision)?,
                     down: linear(&l.down, precision)?,
-                    norm2: norm(&l.norm2, eps),
+                    norm2: norm(l.norm2, eps),
                 })
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(PackedBert {
-            words: weights.words.clone(),
-            positions: weights.positions.clone(),
-            segment: weights.segment.clone(),
-            norm: norm(&weights.norm, eps),
+            words: weights.words,
+            positions: weights.positions,
+            segment: weights.segment,
+            norm: norm(weights.norm, eps),
             layers,
             hidden: weights.hidden,
             heads: weights.heads,

@@ -180,13 +180,6 @@ impl GpuBert {
         Ok(out)
     }
 
-    /// Floating-point operations of one forward over `pieces` word pieces in texts of
-    /// `pieces_per_text` (multiply and add counted apart; as [`embed::Embedder::flops`]).
-    pub fn flops(&self, pieces: usize, pieces_per_text: usize) -> f64 {
-        let (h, f, n, l) = (self.hidden as f64, self.intermediate as f64, pieces as f64, self.layers.len() as f64);
-        l * (2.0 * n * h * (4.0 * h + 2.0 * f) + 4.0 * n * pieces_per_text as f64 * h)
-    }
-
     /// One submit: every text of `seqs` (at most [`CHUNK_PIECES`] word pieces together, or one
     /// text) through every layer, then the pooled rows read back.
     fn forward(&self, seqs: &[&[u32]]) -> Result<Vec<f32>> {
