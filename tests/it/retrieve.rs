@@ -238,24 +238,31 @@ fn locomo_eval_reports_every_mode_and_the_graph_helps() {
     }
 
     // The GPU prints the same table: same recall, same gate, same tokens (only latency differs).
+    // It embeds the questions too, in f32: the CPU's table it is held to embeds them in f32.
     if myelin::gpu::test_gpu().is_some() {
-        let gpu_json = dir.path().join("gpu.json");
-        let args = [
-            "eval",
-            "locomo",
-            file_arg,
-            "--conversations",
-            "conv-30",
-            "--modes",
-            "synapse,no-fan,no-graph",
-            "--backend",
-            "gpu",
-            "--json",
-            gpu_json.to_str().unwrap(),
-        ];
-        ok(&store, &args);
-        let g: Value = serde_json::from_slice(&std::fs::read(&gpu_json).expect("report")).expect("json");
+        let eval_on = |backend: &str| -> Value {
+            let json = dir.path().join(format!("{backend}.json"));
+            let args = [
+                "--embed-precision",
+                "f32",
+                "eval",
+                "locomo",
+                file_arg,
+                "--conversations",
+                "conv-30",
+                "--modes",
+                "synapse,no-fan,no-graph",
+                "--backend",
+                backend,
+                "--json",
+                json.to_str().unwrap(),
+            ];
+            ok(&store, &args);
+            serde_json::from_slice(&std::fs::read(&json).expect("report")).expect("json")
+        };
+        let (r, g) = (eval_on("cpu"), eval_on("gpu"));
         assert_eq!(g["backend"]["backend"], "gpu", "{}", g["backend"]);
+        assert_eq!(g["backends"]["embed"], "gpu", "{}", g["backends"]);
         for mode in ["synapse", "no-fan", "no-graph"] {
             let (c, gm) = (&r["modes"][mode], &g["modes"][mode]);
             assert_eq!(c["groups"], gm["groups"], "{mode}: recall differs between backends");

@@ -1132,6 +1132,8 @@ fn on_the_gpu_searches_follow_writes_and_deletions_as_on_the_cpu() {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(async {
         let mut config = myelin::config::Config::default();
+        // The GPU service embeds on the device in f32; the CPU one it is held to, in f32 too.
+        config.embed.precision = myelin::embed::Precision::F32;
         config.gpu.backend = myelin::gpu::Backend::Cpu;
         let cpu = Service::open(&dir.path().join("cpu"), config.clone()).await.expect("cpu service");
         config.gpu.backend = myelin::gpu::Backend::Gpu;
