@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Packs what scripts/gpu-check.sh needs on a GPU machine that has no Rust toolchain and no
 # network into .gpu-pack/ (git-ignored): the stripped release binary (xz), the Vulkan loader
-# (Debian's libvulkan1 .deb), stores and their question embeddings, skeletons, and run.sh.
+# (Debian's libvulkan1 .deb), stores and their question embeddings, skeletons, the model's
+# shape and texts for the embedding benchmark, and run.sh.
 #   scripts/gpu-pack.sh [STORE_DIR...]
 # SKELETONS="STORE_DIR..." adds the skeletons of those stores (`myelin bench --save-skeletons`:
 # their graphs without text and embeddings, xz-compressed), for stores too big to travel: the
@@ -32,6 +33,19 @@ if [ ${#REAL[@]} -gt 0 ]; then
   # Embeds the stores' questions once (needs the model here, not there).
   load "${REAL[@]}" --query-cache "$PACK/stores/bench-queries.json"
 fi
+# The embedding benchmark: the weights (91 MB) cannot travel, and a forward's time depends on
+# the model's shapes alone, so the pack carries the model's config, tokenizer and the header of
+# its weights file (scripts/pack-model.py), and run.sh fills the weights with a fixed pattern
+# there; with LoCoMo questions and turns and BEAM messages to embed.
+DATA="${MYELIN_DATASETS:-../shared/datasets}"
+MODEL=models/all-MiniLM-L6-v2
+mkdir -p "$PACK/model" "$PACK/sentences"
+cp "$MODEL/config.json" "$MODEL/tokenizer.json" "$PACK/model/"
+xz -T0 -9 "$PACK/model/tokenizer.json"
+python3 scripts/pack-model.py header "$MODEL/model.safetensors" "$PACK/model/header.bin"
+python3 scripts/make-sentences.py "$DATA/locomo/locomo10-dev.json" "$PACK/sentences/questions.txt" --kind questions --limit 300
+python3 scripts/make-sentences.py "$DATA/locomo/locomo10-dev.json" "$PACK/sentences/turns.txt" --kind turns --limit 2000
+python3 scripts/make-sentences.py "$DATA/beam/100K" "$PACK/sentences/beam.txt" --kind beam --limit 300
 SK=()
 for dir in ${SKELETONS:-}; do SK+=(--real "$dir"); done
 if [ ${#SK[@]} -gt 0 ]; then
@@ -60,7 +74,23 @@ done
 export MYELIN_BIN=/tmp/myelin VULKAN_DEBS=.gpu-pack/debs SKELETONS
 mkdir -p "${OUT:-/tmp}"
 [ -n "${OUT:-}" ] && export OUT_DIR="$OUT/check"
-scripts/gpu-check.sh "${stores[@]}" 2>&1 | tee "${OUT:-/tmp}/gpu-check.log"
+# The ranking check first, leaving about two minutes of the ten a device call may take to the
+# embedding benchmark.
+GPU_CHECK_TIMEOUT="${GPU_CHECK_TIMEOUT:-420}" scripts/gpu-check.sh "${stores[@]}" 2>&1 | tee "${OUT:-/tmp}/gpu-check.log"
+# The model's forward on the GPU beside the CPU's, the same texts in one run (patterned weights:
+# the model's arithmetic and time, not its embeddings). Peak: an H100 SXM's or H200's FP32.
+mkdir -p /tmp/model
+python3 scripts/pack-model.py fill .gpu-pack/model/header.bin /tmp/model/model.safetensors
+cp .gpu-pack/model/config.json /tmp/model/
+python3 -c "import lzma, shutil; shutil.copyfileobj(lzma.open('.gpu-pack/model/tokenizer.json.xz'), open('/tmp/model/tokenizer.json', 'wb'))"
+S=.gpu-pack/sentences
+EB=(timeout 50 /tmp/myelin --model-dir /tmp/model embed-bench --backend gpu --gpu-peak-gflops "${GPU_PEAK_GFLOPS:-67000}")
+{
+  echo "== embed-bench: LoCoMo turns in batches, LoCoMo questions one at a time"
+  "${EB[@]}" --sentences "$S/turns.txt" --queries "$S/questions.txt" --one 100
+  echo "== embed-bench: BEAM messages in batches"
+  "${EB[@]}" --sentences "$S/beam.txt" --one 0
+} 2>&1 | tee "${OUT:-/tmp}/embed-bench.log"
 RUN
 chmod +x "$PACK/run.sh"
 du -sh "$PACK"/*

@@ -120,20 +120,32 @@ pub fn load_embedder(config: &Config) -> Result<Embedder> {
 #[cfg(feature = "gpu")]
 fn accelerate(mut embedder: Embedder, config: &crate::gpu::GpuConfig) -> Result<Embedder> {
     use crate::gpu::{Backend, Gpu, bert::GpuBert};
-    let (gpu, min_texts) = match config.backend {
+    let min_texts = match config.backend {
         Backend::Cpu => return Ok(embedder),
-        Backend::Gpu => (Gpu::new().map_err(|e| Error::Gpu(format!("--backend gpu: {e}")))?, 1),
-        Backend::Auto => match Gpu::new() {
-            Ok(gpu) if !gpu.adapter().software => (gpu, config.embed_min_texts),
-            Ok(gpu) => {
-                tracing::debug!("embedding on the CPU: the only adapter, {}, is a software renderer", gpu.adapter());
-                return Ok(embedder);
-            }
-            Err(e) => {
-                tracing::debug!("embedding on the CPU: {e}");
-                return Ok(embedder);
-            }
-        },
+        Backend::Gpu => 1,
+        Backend::Auto => config.embed_min_texts,
+    };
+    // With the `cuda` feature, candle on the NVIDIA GPU where one opens; else the WGSL forward.
+    #[cfg(feature = "cuda")]
+    match crate::embed::cuda::CudaBert::load(embedder.model_dir(), 0) {
+        Ok(bert) => {
+            tracing::info!("embedding calls of {min_texts}+ texts on CUDA device 0 (candle)");
+            embedder.accelerate(std::sync::Arc::new(bert), min_texts);
+            return Ok(embedder);
+        }
+        Err(e) => tracing::info!("embedding with the WGSL forward: {e}"),
+    }
+    let gpu = match (config.backend, Gpu::new()) {
+        (Backend::Gpu, opened) => opened.map_err(|e| Error::Gpu(format!("--backend gpu: {e}")))?,
+        (_, Ok(gpu)) if !gpu.adapter().software => gpu,
+        (_, Ok(gpu)) => {
+            tracing::debug!("embedding on the CPU: the only adapter, {}, is a software renderer", gpu.adapter());
+            return Ok(embedder);
+        }
+        (_, Err(e)) => {
+            tracing::debug!("embedding on the CPU: {e}");
+            return Ok(embedder);
+        }
     };
     let bert = GpuBert::load(&gpu, embedder.model_dir())?;
     tracing::info!("embedding calls of {min_texts}+ texts on {}", gpu.adapter());

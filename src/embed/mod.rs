@@ -5,10 +5,13 @@
 //! sentence-transformers computes for this model (truncation at 256 word pieces, [CLS] and
 //! [SEP] included). Two forwards compute it ([`Forward`]): `packed.rs` (the default: written for
 //! this model's shapes, texts end to end without padding, its products in `kernels.rs`, or at
-//! [`Precision::Int8`] in `int8.rs`) and candle's `BertModel` (the reference). It must not read conversations or touch the store,
+//! [`Precision::Int8`] in `int8.rs`) and candle's `BertModel` (the reference; with the `cuda`
+//! feature also on an NVIDIA GPU, `cuda.rs`). It must not read conversations or touch the store,
 //! and it never reaches the network: weights come from a local directory that
 //! `scripts/fetch-model.sh` fills.
 
+#[cfg(feature = "cuda")]
+pub mod cuda;
 mod int8;
 pub(crate) mod kernels;
 mod packed;
@@ -368,11 +371,7 @@ impl Embedder {
     /// `min_texts`, or calls it failed).
     pub fn backend(&self) -> &'static str {
         use std::sync::atomic::Ordering::Relaxed;
-        match (self.counts.device.load(Relaxed), self.counts.cpu.load(Relaxed)) {
-            (0, _) => "cpu",
-            (_, 0) => "gpu",
-            _ => "gpu+cpu",
-        }
+        backend_name(self.counts.device.load(Relaxed), self.counts.cpu.load(Relaxed))
     }
 
     /// Runs `f` on this embedder's threads (at their priority); rayon work inside it, and
@@ -605,30 +604,35 @@ impl Embedder {
 
     /// One forward pass over sequences of token ids; returns pooled, normalised rows.
     fn forward_batch(&self, seqs: &[&[u32]]) -> Result<Vec<f32>> {
-        let model = match self.model.as_ref() {
-            Model::Packed(m) => return m.embed(seqs, false),
-            Model::Candle(m) => m,
-        };
-        let n = seqs.len();
-        let len = seqs.iter().map(|s| s.len()).max().unwrap_or(0).max(1);
-        let mut ids = vec![0u32; n * len];
-        let mut mask = vec![0u32; n * len];
-        for (r, s) in seqs.iter().enumerate() {
-            ids[r * len..r * len + s.len()].copy_from_slice(s);
-            mask[r * len..r * len + s.len()].iter_mut().for_each(|m| *m = 1);
+        match self.model.as_ref() {
+            Model::Packed(m) => m.embed(seqs, false),
+            Model::Candle(m) => candle_forward(m, &self.device, seqs),
         }
-        let ids = Tensor::from_vec(ids, (n, len), &self.device)?;
-        let mask = Tensor::from_vec(mask, (n, len), &self.device)?;
-        let type_ids = ids.zeros_like()?;
-        let hidden = model.forward(&ids, &type_ids, Some(&mask))?; // (n, len, dim)
-        let mask_f = mask.to_dtype(DType::F32)?.unsqueeze(2)?; // (n, len, 1)
-        let summed = hidden.broadcast_mul(&mask_f)?.sum(1)?; // (n, dim)
-        let counts = mask_f.sum(1)?.clamp(1e-9, f64::MAX)?; // (n, 1)
-        let mean = summed.broadcast_div(&counts)?;
-        let norm = mean.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12, f64::MAX)?;
-        let unit = mean.broadcast_div(&norm)?;
-        Ok(unit.flatten_all()?.to_vec1::<f32>()?)
     }
+}
+
+/// candle's forward of `seqs` as one padded batch on `device` (the CPU here, a CUDA device for
+/// `cuda::CudaBert`), masked mean pooling, unit length: `seqs.len() × dim`, row-major.
+fn candle_forward(model: &BertModel, device: &Device, seqs: &[&[u32]]) -> Result<Vec<f32>> {
+    let n = seqs.len();
+    let len = seqs.iter().map(|s| s.len()).max().unwrap_or(0).max(1);
+    let mut ids = vec![0u32; n * len];
+    let mut mask = vec![0u32; n * len];
+    for (r, s) in seqs.iter().enumerate() {
+        ids[r * len..r * len + s.len()].copy_from_slice(s);
+        mask[r * len..r * len + s.len()].iter_mut().for_each(|m| *m = 1);
+    }
+    let ids = Tensor::from_vec(ids, (n, len), device)?;
+    let mask = Tensor::from_vec(mask, (n, len), device)?;
+    let type_ids = ids.zeros_like()?;
+    let hidden = model.forward(&ids, &type_ids, Some(&mask))?; // (n, len, dim)
+    let mask_f = mask.to_dtype(DType::F32)?.unsqueeze(2)?; // (n, len, 1)
+    let summed = hidden.broadcast_mul(&mask_f)?.sum(1)?; // (n, dim)
+    let counts = mask_f.sum(1)?.clamp(1e-9, f64::MAX)?; // (n, 1)
+    let mean = summed.broadcast_div(&counts)?;
+    let norm = mean.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12, f64::MAX)?;
+    let unit = mean.broadcast_div(&norm)?;
+    Ok(unit.flatten_all()?.to_vec1::<f32>()?)
 }
 
 /// Most word pieces in one call of the packed forward from a batch (its activations then take
@@ -690,6 +694,17 @@ fn thread_pool(threads: usize, name: &'static str, nice: Option<i32>) -> Result<
         })
         .build()
         .map_err(|e| Error::Model(format!("cannot start {threads} embedding threads: {e}")))
+}
+
+/// Where a share of work ran, by how many pieces ran on a device and on the CPU: `"cpu"`
+/// (none on the device), `"gpu"` (none on the CPU) or `"gpu+cpu"`. What reports say of the
+/// embedding ([`Embedder::backend`]) and of the learned rerank alike.
+pub fn backend_name(device: u64, cpu: u64) -> &'static str {
+    match (device, cpu) {
+        (0, _) => "cpu",
+        (_, 0) => "gpu",
+        _ => "gpu+cpu",
+    }
 }
 
 #[cfg(test)]

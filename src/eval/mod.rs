@@ -30,7 +30,7 @@ use crate::gpu::Backend;
 use crate::kind::Kind;
 use crate::pipeline::stored_memory;
 use crate::retrieve::bm25::Analyzer;
-use crate::retrieve::engine::Engine;
+use crate::retrieve::engine::{BatchReport, Engine};
 use crate::retrieve::{Gate, GnnRerank, LearnedGate, Memory, Mode, Query, Retrieval, RetrieveConfig, episode_index};
 use crate::store::Store;
 use peer::{PeerQuestion, PeerRuns, PeerTurn};
@@ -361,6 +361,12 @@ pub async fn evaluate(
             item.outcomes.push(returned(item.memory, &episodes, Vec::new(), None, millis)?);
         }
     }
+    // Where the learned rerank ran: the GPU's batches count theirs; a mode the CPU ranked
+    // reranks there.
+    let rerank = crate::embed::backend_name(
+        batched.values().map(|b: &BatchReport| b.reranked_on_gpu as u64).sum(),
+        batched.values().map(|b: &BatchReport| b.reranked_on_cpu as u64).sum(),
+    );
     let mut columns: Vec<String> = options.modes.iter().map(|m| m.as_str().to_string()).collect();
     columns.extend(options.peers.runs.iter().map(|(name, _)| name.clone()));
     let (calibration, reported): (Vec<&Item>, Vec<&Item>) = items.iter().partition(|i| i.calibration);
@@ -410,7 +416,7 @@ pub async fn evaluate(
         backends: Backends {
             embed: embedder.backend().to_string(),
             rank: engine.choice().backend.as_str().to_string(),
-            rerank: Backend::Cpu.as_str().to_string(),
+            rerank: rerank.to_string(),
         },
         modes,
         mode_order: columns,

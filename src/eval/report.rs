@@ -140,7 +140,8 @@ pub struct Backends {
     pub embed: String,
     /// Ranking (dense scan, spreading activation, scores).
     pub rank: String,
-    /// The learned relevance's rerank (synapse-gnn); the CPU so far.
+    /// The learned relevance's rerank (synapse-gnn): on the GPU where the GPU ranked the mode
+    /// (`"cpu"` also when no mode reranks).
     pub rerank: String,
 }
 

@@ -17,4 +17,5 @@ pub mod relevance;
 pub mod train;
 
 pub use features::{Candidate, Candidates, FeatureSet};
+pub use packed::{RelevanceInput, RelevanceWeights, SageLayerWeights};
 pub use relevance::{Relevance, Shipped};

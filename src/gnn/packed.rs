@@ -5,13 +5,105 @@
 //! one product of the rows `[h | mean of the in-neighbours' h]`; the mean aggregation over edge
 //! lists instead of a dense `n × n` product; only the relevance head. The same relevance as
 //! [`GraphSage::forward`] (which trains, in candle) to 1e-6, without candle's fixed cost per
-//! operation, which dominated at this size. Must not train.
+//! operation, which dominated at this size. Also the weights as inference reads them
+//! ([`RelevanceWeights`], which the GPU's twin uploads) and a subgraph's checked in-neighbour
+//! lists ([`incoming`]). Must not train.
 //!
 //! [`GraphSage::forward`]: super::model::GraphSage::forward
 
 use super::model::Weights;
 use crate::embed::kernels::{self, Isa};
 use crate::error::{Error, Result};
+
+/// One GraphSAGE layer's weights as inference reads them, in candle's layout.
+#[derive(Debug, Clone)]
+pub struct SageLayerWeights {
+    /// Inputs per node.
+    pub input: usize,
+    /// Outputs per node.
+    pub output: usize,
+    /// `W_self`, `output × input`.
+    pub own: Vec<f32>,
+    /// `W_neigh`, `output × input`.
+    pub neighbours: Vec<f32>,
+    /// `output` values.
+    pub bias: Vec<f32>,
+}
+
+/// The relevance half of trained [`Weights`]: both layers and the relevance head, read once by
+/// their variable names (`l1.*`, `l2.*`, `relevance.*`), shapes checked.
+#[derive(Debug, Clone)]
+pub struct RelevanceWeights {
+    /// The two GraphSAGE layers.
+    pub layers: [SageLayerWeights; 2],
+    /// The head's weights, one per unit of the second layer.
+    pub relevance: Vec<f32>,
+    /// The head's bias.
+    pub relevance_bias: f32,
+}
+
+impl RelevanceWeights {
+    /// Reads the variables of `weights`.
+    pub fn read(weights: &Weights) -> Result<RelevanceWeights> {
+        let data = weights.varmap.data().lock().map_err(|_| Error::Model("GNN variables poisoned".into()))?;
+        let get = |name: &str| -> Result<(Vec<usize>, Vec<f32>)> {
+            let var = data.get(name).ok_or_else(|| Error::Model(format!("GNN weights lack '{name}'")))?;
+            let t = var.as_tensor();
+            Ok((t.dims().to_vec(), t.flatten_all()?.to_vec1::<f32>()?))
+        };
+        let layer = |prefix: &str| -> Result<SageLayerWeights> {
+            let (dims, own) = get(&format!("{prefix}.self.weight"))?;
+            let [output, input] = dims[..] else {
+                return Err(Error::Model(format!("GNN variable '{prefix}.self.weight' is {dims:?}, not a matrix")));
+            };
+            let (_, neighbours) = get(&format!("{prefix}.neigh.weight"))?;
+            let (_, bias) = get(&format!("{prefix}.self.bias"))?;
+            if neighbours.len() != output * input || bias.len() != output {
+                return Err(Error::Model("GNN weights of inconsistent shapes".into()));
+            }
+            Ok(SageLayerWeights { input, output, own, neighbours, bias })
+        };
+        let layers = [layer("l1")?, layer("l2")?];
+        let (_, relevance) = get("relevance.weight")?;
+        let (_, bias) = get("relevance.bias")?;
+        if relevance.len() != layers[1].output || bias.len() != 1 || layers[0].output != layers[1].input {
+            return Err(Error::Model("GNN weights of inconsistent shapes".into()));
+        }
+        Ok(RelevanceWeights { layers, relevance, relevance_bias: bias[0] })
+    }
+
+    /// Features per node.
+    pub fn input(&self) -> usize {
+        self.layers[0].input
+    }
+}
+
+/// What the network takes for one candidate subgraph.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RelevanceInput {
+    /// Row-major, a row per node.
+    pub features: Vec<f32>,
+    /// Directed edges (src, dst) between local ids.
+    pub edges: Vec<(u32, u32)>,
+}
+
+/// The in-neighbours of each of a subgraph's nodes (`features` row-major, `input` per node;
+/// directed `edges` (src, dst) between local ids), in edge order, duplicates kept; a feature
+/// count that is not whole rows or an edge outside the nodes is an error.
+pub fn incoming(features: &[f32], input: usize, edges: &[(u32, u32)]) -> Result<Vec<Vec<u32>>> {
+    if input == 0 || !features.len().is_multiple_of(input) {
+        return Err(Error::InvalidArgument(format!("{} feature values for {input} per node", features.len())));
+    }
+    let n = features.len() / input;
+    let mut incoming: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for &(s, d) in edges {
+        if s as usize >= n || d as usize >= n {
+            return Err(Error::InvalidArgument(format!("edge {s} → {d} outside the {n} nodes")));
+        }
+        incoming[d as usize].push(s);
+    }
+    Ok(incoming)
+}
 
 /// One GraphSAGE layer: `[W_self | W_neigh]` (`output × 2·input`) packed for one product,
 /// its outputs padded to whole panels of the kernels (the padding's weights and bias are 0).
@@ -23,8 +115,9 @@ struct Layer {
 }
 
 impl Layer {
-    /// Packs candle's `own` and `neighbours` weights (each `output × input`) and `bias`.
-    fn new(input: usize, output: usize, own: &[f32], neighbours: &[f32], bias: &[f32]) -> Result<Layer> {
+    /// Packs a layer's `own` and `neighbours` weights and `bias`.
+    fn new(w: &SageLayerWeights) -> Result<Layer> {
+        let (input, output, own, neighbours, bias) = (w.input, w.output, &w.own, &w.neighbours, &w.bias);
         if own.len() != output * input || neighbours.len() != output * input || bias.len() != output {
             return Err(Error::Model("GNN weights of inconsistent shapes".into()));
         }
@@ -84,49 +177,22 @@ pub struct Packed {
 }
 
 impl Packed {
-    /// Reads the variables of `weights` (`l1.*`, `l2.*`, `relevance.*`).
-    pub fn new(weights: &Weights) -> Result<Packed> {
-        let data = weights.varmap.data().lock().map_err(|_| Error::Model("GNN variables poisoned".into()))?;
-        let get = |name: &str| -> Result<(Vec<usize>, Vec<f32>)> {
-            let var = data.get(name).ok_or_else(|| Error::Model(format!("GNN weights lack '{name}'")))?;
-            let t = var.as_tensor();
-            Ok((t.dims().to_vec(), t.flatten_all()?.to_vec1::<f32>()?))
-        };
-        // candle's Linear stores `out × in`, the layout the kernels pack.
-        let layer = |prefix: &str| -> Result<Layer> {
-            let (dims, own) = get(&format!("{prefix}.self.weight"))?;
-            let [output, input] = dims[..] else {
-                return Err(Error::Model(format!("GNN variable '{prefix}.self.weight' is {dims:?}, not a matrix")));
-            };
-            let (_, neighbours) = get(&format!("{prefix}.neigh.weight"))?;
-            let (_, bias) = get(&format!("{prefix}.self.bias"))?;
-            Layer::new(input, output, &own, &neighbours, &bias)
-        };
-        let layers = [layer("l1")?, layer("l2")?];
-        let (_, relevance) = get("relevance.weight")?;
-        let (_, bias) = get("relevance.bias")?;
-        if relevance.len() != layers[1].output || bias.len() != 1 || layers[0].output != layers[1].input {
-            return Err(Error::Model("GNN weights of inconsistent shapes".into()));
-        }
-        Ok(Packed { isa: Isa::detect(), layers, relevance, relevance_bias: bias[0] })
+    /// Packs `weights` for the CPU's kernels.
+    pub fn new(weights: &RelevanceWeights) -> Result<Packed> {
+        let layers = [Layer::new(&weights.layers[0])?, Layer::new(&weights.layers[1])?];
+        Ok(Packed {
+            isa: Isa::detect(),
+            layers,
+            relevance: weights.relevance.clone(),
+            relevance_bias: weights.relevance_bias,
+        })
     }
 
     /// Relevance in [0, 1] of every node of a subgraph: `features` row-major (`n × input`),
     /// directed `edges` (src, dst) between local ids. What `GraphSage::forward` followed by a
     /// sigmoid gives.
     pub fn relevance(&self, features: &[f32], edges: &[(u32, u32)]) -> Result<Vec<f32>> {
-        let input = self.layers[0].input;
-        if !features.len().is_multiple_of(input) {
-            return Err(Error::InvalidArgument(format!("{} feature values for {input} per node", features.len())));
-        }
-        let n = features.len() / input;
-        let mut incoming: Vec<Vec<u32>> = vec![Vec::new(); n];
-        for &(s, d) in edges {
-            if s as usize >= n || d as usize >= n {
-                return Err(Error::InvalidArgument(format!("edge {s} → {d} outside the {n} nodes")));
-            }
-            incoming[d as usize].push(s);
-        }
+        let incoming = incoming(features, self.layers[0].input, edges)?;
         let h = self.layers[0].forward(self.isa, features, &incoming);
         let h = self.layers[1].forward(self.isa, &h, &incoming);
         Ok(h.chunks_exact(self.relevance.len())
@@ -164,7 +230,7 @@ mod tests {
             let g = Subgraph::new(features, 15, &edges, &Device::Cpu).unwrap();
             let (logits, _) = weights.model.forward(&g).unwrap();
             let expected: Vec<f32> = candle_nn::ops::sigmoid(&logits).unwrap().to_vec1().unwrap();
-            let got = Packed::new(&weights).unwrap().relevance(features, &edges).unwrap();
+            let got = Packed::new(&RelevanceWeights::read(&weights).unwrap()).unwrap().relevance(features, &edges).unwrap();
             prop_assert_eq!(got.len(), expected.len());
             for (g, e) in got.iter().zip(&expected) {
                 prop_assert!((g - e).abs() <= 1e-6 * e.abs().max(1.0), "{} vs {}", g, e);

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::features::{Candidates, FeatureSet, features};
 use super::model::{GnnShape, Subgraph, Weights};
-use super::packed::Packed;
+use super::packed::{Packed, RelevanceInput, RelevanceWeights};
 use super::record::TrainingRecord;
 use crate::embed::EMBEDDING_DIM;
 use crate::error::{Error, Result};
@@ -124,7 +124,9 @@ pub struct Relevance {
     /// Its card.
     pub card: Card,
     weights: Weights,
-    /// The same weights for inference.
+    /// The relevance half of the same weights, as inference reads them.
+    inference: RelevanceWeights,
+    /// Those packed for the CPU.
     packed: Packed,
 }
 
@@ -150,8 +152,9 @@ impl Relevance {
                     let tensors = candle_core::safetensors::load_buffer(bytes, &Device::Cpu)
                         .map_err(|e| Error::Model(format!("{source}: {e}")))?;
                     let weights = Weights::from_tensors(tensors, card.shape, &Device::Cpu, &source)?;
-                    let packed = Packed::new(&weights)?;
-                    Ok(Relevance { source: source.clone(), card, weights, packed })
+                    let inference = RelevanceWeights::read(&weights)?;
+                    let packed = Packed::new(&inference)?;
+                    Ok(Relevance { source: source.clone(), card, weights, inference, packed })
                 };
                 load().map(Arc::new).map_err(|e| e.to_string())
             })
@@ -170,8 +173,9 @@ impl Relevance {
         let source = path.display().to_string();
         card.check(&card_file.display().to_string())?;
         let weights = Weights::load(path, card.shape, &Device::Cpu)?;
-        let packed = Packed::new(&weights)?;
-        Ok(Relevance { source, card, weights, packed })
+        let inference = RelevanceWeights::read(&weights)?;
+        let packed = Packed::new(&inference)?;
+        Ok(Relevance { source, card, weights, inference, packed })
     }
 
     /// The model given in the settings: a weights file when one is set, else the shipped
@@ -186,12 +190,21 @@ impl Relevance {
     /// Relevance in [0, 1] of every candidate node for `query` (L2-normalised embedding);
     /// `embeddings` are the nodes' embeddings in candidate order.
     pub fn score(&self, candidates: &Candidates, query: &[f32], embeddings: &[&[f32]]) -> Result<Vec<f32>> {
+        let input = self.input(candidates, query, embeddings)?;
+        self.packed.relevance(&input.features, &input.edges)
+    }
+
+    /// What the network takes for a query's candidates (see [`Relevance::score`]): the
+    /// features (row-major, a row per candidate) and the edges it reads (none for a model
+    /// trained without them). [`Relevance::score`] is the packed pass over them; the GPU runs
+    /// the same pass over many queries' at once.
+    pub fn input(&self, candidates: &Candidates, query: &[f32], embeddings: &[&[f32]]) -> Result<RelevanceInput> {
         if candidates.nodes.is_empty() {
-            return Ok(Vec::new());
+            return Ok(RelevanceInput::default());
         }
-        let x = features(self.card.features, candidates, query, embeddings)?;
-        let edges: &[(u32, u32)] = if self.card.training.options.edges { &candidates.edges } else { &[] };
-        self.packed.relevance(&x, edges)
+        let features = features(self.card.features, candidates, query, embeddings)?;
+        let edges = if self.card.training.options.edges { candidates.edges.clone() } else { Vec::new() };
+        Ok(RelevanceInput { features, edges })
     }
 
     /// [`Relevance::score`] through candle's forward pass (the one training runs), for
@@ -210,6 +223,11 @@ impl Relevance {
     /// The packed weights the scores come from.
     pub fn packed(&self) -> &Packed {
         &self.packed
+    }
+
+    /// The weights as inference reads them (what the GPU's twin uploads).
+    pub fn inference_weights(&self) -> &RelevanceWeights {
+        &self.inference
     }
 }
 

@@ -6,6 +6,7 @@
 use super::config::AdapterDescription;
 use super::request::{BatchTiming, GraphInput, RankQuery, RankSettings, Ranked};
 use crate::error::{Error, Result};
+use crate::gnn::{Relevance, RelevanceInput};
 
 /// A GPU device: there is none in this build.
 #[derive(Debug, Clone)]
@@ -76,6 +77,11 @@ impl Ranker {
 
     /// Never called: there is no ranker.
     pub fn corpus_mut(&mut self) -> &mut Corpus {
+        match *self {}
+    }
+
+    /// Never called: there is no ranker.
+    pub fn relevance(&self, _model: &std::sync::Arc<Relevance>, _graphs: &[&RelevanceInput]) -> Result<Vec<Vec<f32>>> {
         match *self {}
     }
 

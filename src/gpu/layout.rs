@@ -1,4 +1,4 @@
-//! The structs shared with WGSL (`shaders/common.wgsl`, `shaders/select.wgsl`, `shaders/bert.wgsl`): `#[repr(C)]`,
+//! The structs shared with WGSL (`shaders/common.wgsl`, `shaders/select.wgsl`, `shaders/bert.wgsl`, `shaders/sage.wgsl`): `#[repr(C)]`,
 //! plain old data, field for field the WGSL declaration. A test checks each size against the
 //! size naga computes for the WGSL struct.
 
@@ -139,6 +139,27 @@ pub struct BertParams {
     /// Padding.
     pub _pad1: u32,
 }
+
+/// One layer of the learned relevance's forward (`SageParams` in sage.wgsl).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Pod, Zeroable)]
+pub struct SageParams {
+    /// Nodes in the batch.
+    pub nodes: u32,
+    /// The layer's inputs per node.
+    pub input: u32,
+    /// Its outputs per node.
+    pub output: u32,
+    /// Bit 0 ([`SAGE_HEAD`]): write the relevance head's sigmoid.
+    pub flags: u32,
+}
+
+/// Threads of sage.wgsl's `sage_layer` (`WG`), one a unit: the widest layer it takes.
+pub const SAGE_WG: usize = 128;
+/// Nodes one workgroup of `sage_layer` takes (`NODES`).
+pub const SAGE_NODES: usize = 8;
+/// [`SageParams::flags`]: the layer ends in the relevance head (`HEAD`).
+pub const SAGE_HEAD: u32 = 1;
 
 /// Threads of bert.wgsl's kernels that work on one row (`ROW_WG`), each holding at most
 /// `BERT_ROW_COLUMNS` columns (`MAX_COLS`): the widest hidden layer they take.

@@ -29,6 +29,8 @@ pub mod kernels;
 pub mod ranker;
 #[cfg(feature = "gpu")]
 pub(crate) mod registry;
+#[cfg(feature = "gpu")]
+pub mod sage;
 #[cfg(all(feature = "gpu", any(test, feature = "testing")))]
 pub use device::test_gpu;
 #[cfg(feature = "gpu")]

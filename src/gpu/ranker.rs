@@ -5,14 +5,18 @@
 //!
 //! Must not compute BM25 or turn nodes into episodes: the caller passes each query's BM25
 //! entries and anchors and reads back ranked nodes (`retrieve` does both, as on the CPU).
-//! The dispatches of each kernel family are recorded in `ranker/encode.rs`.
+//! The dispatches of each kernel family are recorded in `ranker/encode.rs`. The learned
+//! relevance of a batch's reranked queries runs on the same device ([`Ranker::relevance`],
+//! `gpu::sage`).
 
 mod encode;
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::embed::EMBEDDING_DIM;
 use crate::error::{Error, Result};
+use crate::gnn::{Relevance, RelevanceInput};
 
 use super::corpus::Corpus;
 use super::device::Gpu;
@@ -21,6 +25,7 @@ use super::layout::{
     SELECT_STATE_WORDS, Segment, TILE, record_words,
 };
 use super::registry::Family;
+use super::sage::GpuSage;
 
 pub use super::request::{BatchTiming, RankQuery, RankSettings, Ranked, RankedHit, Stage};
 
@@ -107,7 +112,14 @@ pub struct Ranker {
     work_limit: Option<u64>,
     /// Batches still to fail on purpose (tests of the CPU fallback).
     fail_next: std::sync::atomic::AtomicUsize,
+    /// The relevance models uploaded so far ([`Ranker::relevance`]), the latest last.
+    models: std::sync::Mutex<Vec<(Arc<Relevance>, Arc<GpuSage>)>>,
+    /// Relevance calls still to fail on purpose (tests of the CPU fallback).
+    fail_next_relevance: std::sync::atomic::AtomicUsize,
 }
+
+/// Most relevance models a ranker keeps uploaded (a process uses one or two).
+const MODELS: usize = 4;
 
 impl Ranker {
     /// Over the graphs of `corpus`.
@@ -117,7 +129,41 @@ impl Ranker {
             pool: std::sync::Mutex::new(Pool::default()),
             work_limit: None,
             fail_next: std::sync::atomic::AtomicUsize::new(0),
+            models: std::sync::Mutex::new(Vec::new()),
+            fail_next_relevance: std::sync::atomic::AtomicUsize::new(0),
         }
+    }
+
+    /// The learned relevance of every node of `graphs` (as `Relevance::input` gives them) by
+    /// `model`, on this ranker's device: the model is uploaded on first use and kept
+    /// ([`GpuSage`]).
+    pub fn relevance(&self, model: &Arc<Relevance>, graphs: &[&RelevanceInput]) -> Result<Vec<Vec<f32>>> {
+        use std::sync::atomic::Ordering::SeqCst;
+        if self.fail_next_relevance.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)).is_ok() {
+            return Err(Error::Gpu("relevance call failed on purpose (test)".into()));
+        }
+        let sage = {
+            let mut models = self.models.lock().unwrap_or_else(|e| e.into_inner());
+            match models.iter().find(|(m, _)| Arc::ptr_eq(m, model)) {
+                Some((_, sage)) => sage.clone(),
+                None => {
+                    let sage = Arc::new(GpuSage::new(&self.corpus.gpu, model.inference_weights())?);
+                    if models.len() == MODELS {
+                        models.remove(0);
+                    }
+                    models.push((model.clone(), sage.clone()));
+                    sage
+                }
+            }
+        };
+        sage.relevance(graphs)
+    }
+
+    /// Makes the next `n` relevance calls fail as a lost device would (tests of the CPU
+    /// fallback).
+    #[cfg(any(test, feature = "testing"))]
+    pub fn fail_next_relevance(&self, n: usize) {
+        self.fail_next_relevance.store(n, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Caps the work-array words of one submit below the device's limit, so tests can check

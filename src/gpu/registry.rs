@@ -38,13 +38,15 @@ pub enum Family {
     PageRank,
     /// all-MiniLM-L6-v2's forward (`gpu::bert`); not prefixed with `common.wgsl`.
     Bert,
+    /// The learned relevance's forward (`gpu::sage`); not prefixed with `common.wgsl`.
+    Sage,
 }
 
 use Slot::{Read, ReadWrite, Uniform};
 
 impl Family {
     /// Every family.
-    pub const ALL: [Family; 7] = [
+    pub const ALL: [Family; 8] = [
         Family::Similarity,
         Family::Propagate,
         Family::Select,
@@ -52,6 +54,7 @@ impl Family {
         Family::Score,
         Family::PageRank,
         Family::Bert,
+        Family::Sage,
     ];
 
     /// The file name under `shaders/`.
@@ -64,6 +67,7 @@ impl Family {
             Family::Score => "score.wgsl",
             Family::PageRank => "pagerank.wgsl",
             Family::Bert => "bert.wgsl",
+            Family::Sage => "sage.wgsl",
         }
     }
 
@@ -76,14 +80,15 @@ impl Family {
             Family::Score => include_str!("../../shaders/score.wgsl"),
             Family::PageRank => include_str!("../../shaders/pagerank.wgsl"),
             Family::Bert => include_str!("../../shaders/bert.wgsl"),
+            Family::Sage => include_str!("../../shaders/sage.wgsl"),
         }
     }
 
     /// The complete WGSL source: `common.wgsl` followed by the family's file (the ranking's
-    /// families; the model's file stands alone).
+    /// families; the models' files stand alone).
     pub fn source(self) -> String {
         match self {
-            Family::Bert => self.body().to_string(),
+            Family::Bert | Family::Sage => self.body().to_string(),
             _ => format!("{COMMON}\n{}", self.body()),
         }
     }
@@ -99,7 +104,7 @@ impl Family {
                 &[Uniform, Read, Read, Read, Read, Read, ReadWrite, Read, Read, Read, Read, Read, ReadWrite]
             }
             Family::PageRank => &[Uniform, Read, Read, Read, Read, Read, Read, Read, Read, ReadWrite, ReadWrite],
-            Family::Bert => &[Uniform, Read, Read, Read, Read, ReadWrite],
+            Family::Bert | Family::Sage => &[Uniform, Read, Read, Read, Read, ReadWrite],
         }
     }
 
@@ -113,6 +118,7 @@ impl Family {
             Family::Score => &["hybrid", "walk"],
             Family::PageRank => &["pagerank_dangling", "pagerank_step"],
             Family::Bert => &["embed_tokens", "add_norm", "linear", "attention", "pool"],
+            Family::Sage => &["sage_layer"],
         }
     }
 }
@@ -221,7 +227,7 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gpu::layout::{BertParams, GraphInfo, Params, Segment, SelectParams};
+    use crate::gpu::layout::{BertParams, GraphInfo, Params, SageParams, Segment, SelectParams};
 
     fn module(family: Family) -> naga::Module {
         let source = family.source();
@@ -286,5 +292,37 @@ mod tests {
         }
         let bert = sizes(Family::Bert);
         assert_eq!(bert.get("BertParams").copied(), Some(size_of::<BertParams>() as u32), "BertParams");
+        let sage = sizes(Family::Sage);
+        assert_eq!(sage.get("SageParams").copied(), Some(size_of::<SageParams>() as u32), "SageParams");
+    }
+
+    /// The WGSL constants the host sizes its dispatches by are the ones `layout` names.
+    #[test]
+    fn host_constants_are_the_shaders() {
+        use crate::gpu::layout::*;
+        let constant = |family: Family, name: &str| -> u64 {
+            let m = module(family);
+            let (_, c) = m
+                .constants
+                .iter()
+                .find(|(_, c)| c.name.as_deref() == Some(name))
+                .unwrap_or_else(|| panic!("{}: no constant {name}", family.file()));
+            match m.global_expressions[c.init] {
+                naga::Expression::Literal(naga::Literal::U32(v)) => u64::from(v),
+                ref other => panic!("{}: {name} is {other:?}", family.file()),
+            }
+        };
+        for (family, name, host) in [
+            (Family::Bert, "ROW_WG", BERT_ROW_WG as u64),
+            (Family::Bert, "MAX_COLS", BERT_ROW_COLUMNS as u64),
+            (Family::Bert, "TILE", u64::from(BERT_TILE)),
+            (Family::Bert, "MAX_PIECES", BERT_MAX_PIECES as u64),
+            (Family::Bert, "ATT_WG", BERT_ATTENTION_WG as u64),
+            (Family::Sage, "WG", SAGE_WG as u64),
+            (Family::Sage, "NODES", SAGE_NODES as u64),
+            (Family::Sage, "HEAD", u64::from(SAGE_HEAD)),
+        ] {
+            assert_eq!(constant(family, name), host, "{}: {name}", family.file());
+        }
     }
 }

@@ -13,9 +13,11 @@ use std::sync::Arc;
 use rayon::prelude::*;
 use serde::Serialize;
 
+use super::rerank::relevance_on_gpu;
 use super::timeline::Timeline;
-use super::{Ctx, Explanation, GpuBridge, Lexical, Memory, Mode, Query, Retrieval, RetrieveConfig};
+use super::{Ctx, Explanation, GnnRerank, GpuBridge, Lexical, Memory, Mode, Query, Retrieval, RetrieveConfig};
 use crate::error::{Error, Result};
+use crate::gnn::RelevanceInput;
 use crate::gpu::corpus::Corpus;
 use crate::gpu::ranker::{RankQuery, Ranker};
 use crate::gpu::{AdapterDescription, Backend, Gpu, GpuConfig};
@@ -52,6 +54,10 @@ pub struct BatchReport {
     pub fallback: Option<String>,
     /// Submit-to-readback time on the GPU, µs.
     pub gpu_us: f64,
+    /// Queries of a reranked mode (synapse-gnn) whose learned relevance the GPU computed.
+    pub reranked_on_gpu: usize,
+    /// Those whose learned relevance the CPU computed (all of them when the CPU ranked).
+    pub reranked_on_cpu: usize,
 }
 
 fn upload(memories: &[Arc<Memory>], gpu: &Gpu) -> Result<Corpus> {
@@ -420,7 +426,9 @@ pub fn retrieve_on(
         }
         Ok(out.into_iter().flatten().collect())
     };
+    let reranks = mode.plan().rerank;
     let (Some(ranker), Some(rank_settings)) = (ranker, settings.rank_settings(mode)) else {
+        report.reranked_on_cpu = if reranks { requests.len() } else { 0 };
         return Ok((cpu(requests)?, report));
     };
     let lexical: Vec<_> = requests.par_iter().map(|&(_, cx, q)| GpuBridge(cx).lexical(q)).collect();
@@ -443,23 +451,85 @@ pub fn retrieve_on(
                 })
                 .collect();
             report.completed_on_cpu = finished.iter().filter(|r| r.is_none()).count();
-            // The learned signal (synapse-gnn) reranks on the CPU, as it does after a CPU ranking.
-            let out: Vec<Retrieval> = finished
-                .into_par_iter()
-                .zip(requests.par_iter())
-                .map(|(r, &(_, cx, q))| match r {
-                    Some(r) => cx.learned(q, r),
-                    None => cx.retrieve(q, mode),
-                })
-                .collect::<Result<_>>()?;
+            let out = learned_on(ranker, finished, requests, mode, &mut report)?;
             Ok((out, report))
         }
         Err(e) => {
             tracing::warn!("GPU batch of {} queries failed, answered on the CPU: {e}", requests.len());
             report.fallback = Some(e.to_string());
+            report.reranked_on_cpu = if reranks { requests.len() } else { 0 };
             Ok((cpu(requests)?, report))
         }
     }
+}
+
+/// What follows the GPU's ranking of a batch (`finished`: the readback turned into results,
+/// `None` for a query the CPU must answer whole): each query's learned verdict, then the learned
+/// rerank of the reranked mode (synapse-gnn) with every query's candidates scored on the GPU
+/// together (`rerank::relevance_on_gpu`; the packed pass for any it could not run), then what
+/// follows the rerank. The same results as [`Ctx::learned`] on each; `report` counts where the
+/// reranks ran.
+fn learned_on(
+    ranker: &Ranker,
+    finished: Vec<Option<Retrieval>>,
+    requests: &[(u32, Ctx, &Query)],
+    mode: Mode,
+    report: &mut BatchReport,
+) -> Result<Vec<Retrieval>> {
+    /// A query on its way: answered, or waiting for its relevance.
+    enum Staged {
+        Done(Retrieval),
+        Rerank { r: Retrieval, known: Option<(f32, bool)>, input: RelevanceInput },
+    }
+    let reranks = mode.plan().rerank;
+    let staged: Vec<Staged> = finished
+        .into_par_iter()
+        .zip(requests.par_iter())
+        .map(|(r, &(_, cx, q))| {
+            let Some(r) = r else { return Ok(Staged::Done(cx.retrieve(q, mode)?)) };
+            let known = cx.verdict(q, &r)?;
+            if !reranks || r.hits.is_empty() {
+                return Ok(Staged::Done(cx.settle(q, r, known)));
+            }
+            let input = GnnRerank(cx).model_input(q, &r)?;
+            Ok(Staged::Rerank { r, known, input })
+        })
+        .collect::<Result<_>>()?;
+    let mut inputs = Vec::new();
+    for (s, &(_, cx, _)) in staged.iter().zip(requests) {
+        if let Staged::Rerank { input, .. } = s {
+            inputs.push((GnnRerank(cx).model()?, input));
+        }
+    }
+    let mut relevance = relevance_on_gpu(ranker, &inputs).into_iter();
+    let staged: Vec<(Staged, Option<Vec<f32>>)> = staged
+        .into_iter()
+        .map(|s| match s {
+            Staged::Rerank { .. } => (s, relevance.next().flatten()),
+            Staged::Done(_) => (s, None),
+        })
+        .collect();
+    if reranks {
+        let waiting =
+            |gpu: bool| staged.iter().filter(move |(s, v)| matches!(s, Staged::Rerank { .. }) && v.is_some() == gpu);
+        report.reranked_on_gpu = waiting(true).count();
+        report.reranked_on_cpu = waiting(false).count() + report.completed_on_cpu;
+    }
+    staged
+        .into_par_iter()
+        .zip(requests.par_iter())
+        .map(|((s, relevance), &(_, cx, q))| match s {
+            Staged::Done(r) => Ok(r),
+            Staged::Rerank { r, known, input } => {
+                let rerank = GnnRerank(cx);
+                let relevance = match relevance {
+                    Some(v) => v,
+                    None => rerank.model()?.packed().relevance(&input.features, &input.edges)?,
+                };
+                Ok(cx.settle(q, rerank.reorder(r, &relevance)?, known))
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! The learned rerank of `synapse-gnn`: the [`Rerank`] trait a rerank after ranking implements,
 //! and [`GnnRerank`]: the candidate subgraph of a result, its features' inputs, the model
-//! (GraphSAGE, `gnn`) and the reorder by its relevance. Must not train (that is `gnn::train`)
-//! nor gate.
+//! (GraphSAGE, `gnn`) and the reorder by its relevance, computed by the packed pass on the CPU
+//! or, for a batch the GPU ranked, by the device's twin for every query at once
+//! ([`relevance_on_gpu`]). Must not train (that is `gnn::train`) nor gate.
 
 use std::sync::Arc;
 
@@ -11,9 +12,10 @@ use super::query::Query;
 use super::result::{Hit, Retrieval};
 use super::signals::Similarity;
 use super::words::{Words, held_share};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::gnn::features::cold_start_blend;
-use crate::gnn::{Candidate, Candidates, Relevance};
+use crate::gnn::{Candidate, Candidates, Relevance, RelevanceInput};
+use crate::gpu::ranker::Ranker;
 use crate::graph::{EdgeKind, NodeRef};
 use crate::score::similarity;
 
@@ -162,18 +164,23 @@ impl<'a> GnnRerank<'a> {
     }
 }
 
-impl Rerank for GnnRerank<'_> {
-    /// Every episode of the pool (`gnn.pool`, [`super::RetrieveConfig::depth`]) gains
-    /// `weight · blend · relevance` in its score, where blend is the cold start
-    /// ([`GnnRerank::cold_start`]), and the episodes are reordered by it. The confidence
-    /// stays the ranking's.
-    fn rerank(&self, query: &Query, mut r: Retrieval) -> Result<Retrieval> {
-        if r.hits.is_empty() {
-            return Ok(r);
+impl GnnRerank<'_> {
+    /// What the model takes for `r`'s candidates ([`GnnRerank::input`]): their features and
+    /// the edges it reads ([`Relevance::input`]).
+    pub fn model_input(&self, query: &Query, r: &Retrieval) -> Result<RelevanceInput> {
+        let (candidates, embeddings) = self.input(query, r);
+        self.model()?.input(&candidates, &query.embedding, &embeddings)
+    }
+
+    /// `r` reordered by `relevance`, one value per candidate of [`GnnRerank::candidates`]
+    /// (the returned episodes' first): every episode gains `weight · blend · relevance` in its
+    /// score, where blend is the cold start ([`GnnRerank::cold_start`]). The confidence stays
+    /// the ranking's.
+    pub fn reorder(&self, mut r: Retrieval, relevance: &[f32]) -> Result<Retrieval> {
+        if relevance.len() < r.hits.len() {
+            return Err(Error::Model(format!("{} relevance values for {} hits", relevance.len(), r.hits.len())));
         }
-        let (candidates, embeddings) = self.input(query, &r);
         let model = self.model()?;
-        let relevance = model.score(&candidates, &query.embedding, &embeddings)?;
         let weight = self.0.config.gnn.weight.unwrap_or(model.card.weight) * self.cold_start();
         let scores: Vec<f32> = r.hits.iter().map(|h| h.signals.score).collect();
         let order = crate::score::rerank(&scores, &relevance[..r.hits.len()], weight);
@@ -189,4 +196,39 @@ impl Rerank for GnnRerank<'_> {
             .collect();
         Ok(r)
     }
+}
+
+impl Rerank for GnnRerank<'_> {
+    /// Every episode of the pool (`gnn.pool`, [`super::RetrieveConfig::depth`]) reordered by
+    /// the packed pass's relevance ([`GnnRerank::reorder`]).
+    fn rerank(&self, query: &Query, r: Retrieval) -> Result<Retrieval> {
+        if r.hits.is_empty() {
+            return Ok(r);
+        }
+        let input = self.model_input(query, &r)?;
+        let relevance = self.model()?.packed().relevance(&input.features, &input.edges)?;
+        self.reorder(r, &relevance)
+    }
+}
+
+/// The relevance of each query's candidates (`inputs`: the model and what it takes, as
+/// [`GnnRerank::model_input`] gives it) on the GPU, one call per model; `None` for a query
+/// whose model the GPU could not run (the error logged), for the packed pass to answer.
+pub fn relevance_on_gpu(ranker: &Ranker, inputs: &[(&Arc<Relevance>, &RelevanceInput)]) -> Vec<Option<Vec<f32>>> {
+    let mut out: Vec<Option<Vec<f32>>> = vec![None; inputs.len()];
+    let mut models: Vec<&Arc<Relevance>> = Vec::new();
+    for (model, _) in inputs {
+        if !models.iter().any(|m| Arc::ptr_eq(m, model)) {
+            models.push(model);
+        }
+    }
+    for model in models {
+        let ids: Vec<usize> = (0..inputs.len()).filter(|&i| Arc::ptr_eq(inputs[i].0, model)).collect();
+        let graphs: Vec<&RelevanceInput> = ids.iter().map(|&i| inputs[i].1).collect();
+        match ranker.relevance(model, &graphs) {
+            Ok(values) => ids.into_iter().zip(values).for_each(|(i, v)| out[i] = Some(v)),
+            Err(e) => tracing::warn!("the GPU's relevance pass failed for {} queries, run on the CPU: {e}", ids.len()),
+        }
+    }
+    out
 }

@@ -106,15 +106,26 @@ impl<'a> Ctx<'a> {
     /// recency prior, the standing context, what is current, and the best `top_k` kept; flagged
     /// when the question asks for a timeline.
     pub fn learned(self, query: &Query, r: Retrieval) -> Result<Retrieval> {
-        let known = match self.config.gate {
+        let known = self.verdict(query, &r)?;
+        let r = if r.mode.plan().rerank { GnnRerank(self).rerank(query, r)? } else { r };
+        Ok(self.settle(query, r, known))
+    }
+
+    /// The learned gate's verdict on `r`'s query, (confidence, rejected), when the settings
+    /// choose that gate: the first step of [`Ctx::learned`].
+    pub(super) fn verdict(self, query: &Query, r: &Retrieval) -> Result<Option<(f32, bool)>> {
+        Ok(match self.config.gate {
             Gate::Activation => None,
-            Gate::Learned if r.mode.ranks_as_synapse() => Some(LearnedGate(self).judge(query, &r)?),
+            Gate::Learned if r.mode.ranks_as_synapse() => Some(LearnedGate(self).judge(query, r)?),
             Gate::Learned => {
                 let known = self.retrieve(query, Mode::Synapse)?;
                 Some((known.confidence, known.rejected))
             }
-        };
-        let r = if r.mode.plan().rerank { GnnRerank(self).rerank(query, r)? } else { r };
+        })
+    }
+
+    /// What follows the rerank in [`Ctx::learned`], with the `known` verdict taken before it.
+    pub(super) fn settle(self, query: &Query, r: Retrieval, known: Option<(f32, bool)>) -> Retrieval {
         let r = RecencyPrior(self).apply(r);
         let r = Standing(self).apply(query, r);
         let mut r = Current(self).apply(r);
@@ -123,7 +134,7 @@ impl<'a> Ctx<'a> {
         if let Some((confidence, rejected)) = known {
             (r.confidence, r.rejected) = (confidence, rejected);
         }
-        Ok(r)
+        r
     }
 
     /// `r` cut to what is handed over: a rejected result's best `weak_results` hits at most,

@@ -101,6 +101,12 @@ fn gpu_batches_over_real_graphs_return_what_the_cpu_returns() {
         assert!(!cpu_report.on_gpu);
         assert!(report.on_gpu && report.fallback.is_none(), "{mode}: {report:?}");
         assert_eq!(report.completed_on_cpu, narrowed, "{mode}: walks the GPU could not decide");
+        // The learned rerank runs where the ranking ran: on the GPU for every query it ranked
+        // to the end (their relevance held to the CPU's by assert_same).
+        let reranked = if mode == Mode::SynapseGnn { [refs.len() - narrowed, narrowed] } else { [0, 0] };
+        assert_eq!([report.reranked_on_gpu, report.reranked_on_cpu], reranked, "{mode}: {report:?}");
+        let on_cpu = if mode == Mode::SynapseGnn { refs.len() } else { 0 };
+        assert_eq!([cpu_report.reranked_on_gpu, cpu_report.reranked_on_cpu], [0, on_cpu], "{mode}");
         let mut later_passages = 0;
         for ((c, g), (m, q)) in cpu.iter().zip(&gpu).zip(&requests) {
             assert_same(c, g, &format!("{mode}: {}", q.text));
@@ -200,6 +206,15 @@ fn gpu_batches_over_real_graphs_return_what_the_cpu_returns() {
     assert_eq!(fallen, cpu);
     let (_, report) = gpu_engine.retrieve_batch(&refs, Mode::Synapse).expect("gpu again");
     assert!(report.on_gpu, "the next batch is on the GPU again");
+    // A failed relevance call leaves the rerank to the CPU's packed pass, the same results.
+    let (cpu, _) = cpu_engine.retrieve_batch(&refs, Mode::SynapseGnn).expect("cpu");
+    gpu_engine.ranker().expect("gpu").fail_next_relevance(1);
+    let (fallen, report) = gpu_engine.retrieve_batch(&refs, Mode::SynapseGnn).expect("rerank fallback");
+    assert!(report.on_gpu && report.reranked_on_gpu == 0, "{report:?}");
+    assert_eq!(report.reranked_on_cpu, refs.len(), "{report:?}");
+    for ((c, g), (_, q)) in cpu.iter().zip(&fallen).zip(&requests) {
+        assert_same(c, g, &format!("rerank fallback: {}", q.text));
+    }
     // A baseline on a GPU engine runs on the CPU and says so.
     let (_, report) = gpu_engine.retrieve_batch(&refs[..3], Mode::Dense).expect("dense");
     assert!(!report.on_gpu);
@@ -422,11 +437,11 @@ fn graphs_replaced_in_place_rank_like_a_fresh_upload() {
     }
 }
 
-/// `eval --backend gpu` embeds (what it ingests and every question) and ranks on the device,
-/// says so in its report, and gives the CPU's recall (the CPU at f32: the arithmetic of the
-/// GPU's forward).
+/// `eval --backend gpu` embeds (what it ingests and every question), ranks and reranks on the
+/// device, says so in its report, and gives the CPU's recall (the CPU at f32: the arithmetic of
+/// the GPU's forward).
 #[test]
-fn eval_on_the_gpu_embeds_and_ranks_there_with_the_cpus_recall() {
+fn eval_on_the_gpu_embeds_ranks_and_reranks_there_with_the_cpus_recall() {
     if test_gpu().is_none() {
         return;
     }
@@ -434,14 +449,15 @@ fn eval_on_the_gpu_embeds_and_ranks_there_with_the_cpus_recall() {
     let run = |backend: &str| -> serde_json::Value {
         let (store, json) = (dir.path().join(backend), dir.path().join(format!("{backend}.json")));
         let json_arg = json.to_str().expect("utf-8 path");
-        let args = ["--embed-precision", "f32", "eval", "locomo", "datasets/demo.json", "--modes", "synapse,bm25"];
+        let args =
+            ["--embed-precision", "f32", "eval", "locomo", "datasets/demo.json", "--modes", "synapse,synapse-gnn,bm25"];
         ok(&store, &[&args[..], &["--backend", backend, "--json", json_arg]].concat());
         serde_json::from_str(&std::fs::read_to_string(&json).expect("report")).expect("json")
     };
     let (cpu, gpu) = (run("cpu"), run("gpu"));
     assert_eq!(cpu["backends"], serde_json::json!({"embed": "cpu", "rank": "cpu", "rerank": "cpu"}));
-    assert_eq!(gpu["backends"], serde_json::json!({"embed": "gpu", "rank": "gpu", "rerank": "cpu"}));
-    for mode in ["synapse", "bm25"] {
+    assert_eq!(gpu["backends"], serde_json::json!({"embed": "gpu", "rank": "gpu", "rerank": "gpu"}));
+    for mode in ["synapse", "synapse-gnn", "bm25"] {
         let groups = cpu["modes"][mode]["groups"].as_object().expect("groups");
         assert!(!groups.is_empty(), "{mode}: no group");
         for (group, c) in groups {
