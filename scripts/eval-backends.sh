@@ -2,7 +2,7 @@
 # Runs `myelin eval` on the LoCoMo development file and BEAM 100K with --backend cpu and
 # --backend gpu (the synapse family, where the GPU ranks, and synapse-gnn, where it also
 # reranks; the GPU embeds the questions) and checks that the two reports agree on everything
-# but latency: recall per group, context tokens, gate rates and AUC. Both embed in f32 (the GPU
+# but latency: recall per group, context tokens, gate rates and AUC (numbers to 1e-6). Both embed in f32 (the GPU
 # forward's arithmetic), so what differs is only the device.
 # Writes bench-results/backends-<date>/{locomo,beam}-{cpu,gpu}.json and compare.txt.
 #   scripts/eval-backends.sh [STORE_DIR]
@@ -29,6 +29,19 @@ done
 python3 - "$OUT" <<'PY' | tee "$OUT/compare.txt"
 import json, sys
 out = sys.argv[1]
+
+def differences(a, b, path=""):
+    """Where two reports differ: numbers by more than 1e-6 (relative; f32 rounding of the
+    embeddings moves a mean confidence in its 8th digit), anything else at all."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        keys = set(a) | set(b)
+        return [d for k in sorted(keys) for d in differences(a.get(k), b.get(k), f"{path}.{k}")]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in differences(x, y, f"{path}[{i}]")]
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return [] if abs(a - b) <= 1e-6 * max(abs(a), abs(b), 1e-9) else [f"{path}: {a} vs {b}"]
+    return [] if a == b else [f"{path}: {a} vs {b}"]
+
 bad = 0
 for name in ["locomo", "beam"]:
     c = json.load(open(f"{out}/{name}-cpu.json"))
@@ -37,12 +50,14 @@ for name in ["locomo", "beam"]:
     print(f"  backends: cpu run {c['backends']}, gpu run {g['backends']}")
     for mode, a in c["modes"].items():
         b = g["modes"][mode]
-        same = a["groups"] == b["groups"] and a["context_tokens"] == b["context_tokens"] and a["gate"] == b["gate"]
-        bad += not same
+        diff = [d for k in ["groups", "context_tokens", "gate"] for d in differences(a[k], b[k], k)]
+        bad += bool(diff)
         batch = b.get("gpu_batch") or {}
-        print(f"  {mode:14} {'identical' if same else 'DIFFERENT'}  R@10 {100 * a['groups']['1-4']['recall@10']:.1f}"
+        print(f"  {mode:14} {'same' if not diff else 'DIFFERENT'}  R@10 {100 * a['groups']['1-4']['recall@10']:.1f}"
               f"  on_gpu {batch.get('on_gpu')}  completed on cpu {batch.get('completed_on_cpu')}"
               f"  reranked on gpu {batch.get('reranked_on_gpu')}")
+        for d in diff[:5]:
+            print(f"    {d}")
 sys.exit(1 if bad else 0)
 PY
 echo "results in $OUT" >&2
