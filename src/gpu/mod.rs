@@ -1,7 +1,8 @@
 //! The GPU backend: where retrieval runs (`config.rs`: [`Backend`], [`GpuConfig`]), what a
 //! ranking batch asks and returns (`request`, plain data in every build), and, with the `gpu`
 //! feature, one device (`device.rs`: `Gpu`), the shader registry, the graphs it holds
-//! (`corpus`), the batched ranking step (`ranker`) and single-kernel runners for parity tests
+//! (`corpus`), the batched ranking step (`ranker`), the models' forward passes (`bert`:
+//! all-MiniLM-L6-v2; `sage`: the learned relevance) and single-kernel runners for parity tests
 //! and benchmarks (`kernels`). Without the feature, `dummy.rs` stands in: the same types, none
 //! of which can exist, so opening a device says the build has none.
 //!
