@@ -497,7 +497,7 @@ impl Embedder {
             Model::Packed(_) => {
                 let pieces: usize = encodings.iter().map(|e| e.get_ids().len()).sum();
                 let target = (pieces / (4 * self.threads())).clamp(1, PACKED_CHUNK_PIECES);
-                chunks_of_pieces(&order, |i| encodings[i].get_ids().len(), target, self.batch_size)
+                chunks_of_pieces(&order, |&i| encodings[i].get_ids().len(), target, self.batch_size)
             }
             Model::Candle(_) => order.chunks(size).collect(),
         };
@@ -639,20 +639,22 @@ fn candle_forward(model: &BertModel, device: &Device, seqs: &[&[u32]]) -> Result
 /// about 25 MB).
 const PACKED_CHUNK_PIECES: usize = 4096;
 
-/// `order` cut into consecutive chunks of about `target` pieces (`len` of each item) and at most
-/// `most` items each; every chunk holds one item at least.
-fn chunks_of_pieces(order: &[usize], len: impl Fn(usize) -> usize, target: usize, most: usize) -> Vec<&[usize]> {
+/// `items` cut into consecutive chunks of at most `target` pieces (`len` of each item) and at
+/// most `most` items each; every chunk holds one item at least (so an item larger than
+/// `target` is a chunk alone). The packed forward's batches and the GPU forwards' submits
+/// (`gpu::bert`, `gpu::sage`) are cut by it.
+pub(crate) fn chunks_of_pieces<T>(items: &[T], len: impl Fn(&T) -> usize, target: usize, most: usize) -> Vec<&[T]> {
     let mut out = Vec::new();
     let (mut start, mut pieces) = (0, 0);
-    for (at, &i) in order.iter().enumerate() {
-        if at > start && (pieces + len(i) > target || at - start >= most) {
-            out.push(&order[start..at]);
+    for (at, item) in items.iter().enumerate() {
+        if at > start && (pieces + len(item) > target || at - start >= most) {
+            out.push(&items[start..at]);
             (start, pieces) = (at, 0);
         }
-        pieces += len(i);
+        pieces += len(item);
     }
-    if start < order.len() {
-        out.push(&order[start..]);
+    if start < items.len() {
+        out.push(&items[start..]);
     }
     out
 }
@@ -748,11 +750,11 @@ mod tests {
     #[test]
     fn chunks_of_pieces_cover_the_order_and_keep_to_both_bounds() {
         let order: Vec<usize> = (0..10).collect();
-        let len = |i: usize| [5, 5, 5, 1, 1, 1, 1, 20, 2, 2][i];
+        let len = |&i: &usize| [5, 5, 5, 1, 1, 1, 1, 20, 2, 2][i];
         let chunks = chunks_of_pieces(&order, len, 10, 3);
         assert_eq!(chunks, [&[0, 1][..], &[2, 3, 4], &[5, 6], &[7], &[8, 9]]);
         assert_eq!(chunks_of_pieces(&order, len, 1000, 100), [&order[..]]);
-        assert!(chunks_of_pieces(&[], len, 10, 3).is_empty());
+        assert!(chunks_of_pieces(&[] as &[usize], len, 10, 3).is_empty());
     }
 
     /// A device that fails every call, or answers with too few values.

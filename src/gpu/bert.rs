@@ -167,15 +167,8 @@ impl GpuBert {
             }
         }
         let mut out = Vec::with_capacity(seqs.len() * self.hidden);
-        let mut start = 0;
-        while start < seqs.len() {
-            let (mut end, mut pieces) = (start, 0);
-            while end < seqs.len() && (end == start || pieces + seqs[end].len() <= self.chunk_pieces) {
-                pieces += seqs[end].len();
-                end += 1;
-            }
-            out.extend(self.forward(&seqs[start..end])?);
-            start = end;
+        for chunk in embed::chunks_of_pieces(seqs, |s| s.len(), self.chunk_pieces, usize::MAX) {
+            out.extend(self.forward(chunk)?);
         }
         Ok(out)
     }

@@ -121,6 +121,12 @@ pub struct Ranker {
 /// Most relevance models a ranker keeps uploaded (a process uses one or two).
 const MODELS: usize = 4;
 
+/// Whether a count of calls still to fail on purpose was above 0; one fewer if so.
+fn take_one(count: &std::sync::atomic::AtomicUsize) -> bool {
+    use std::sync::atomic::Ordering::SeqCst;
+    count.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)).is_ok()
+}
+
 impl Ranker {
     /// Over the graphs of `corpus`.
     pub fn new(corpus: Corpus) -> Ranker {
@@ -138,8 +144,7 @@ impl Ranker {
     /// `model`, on this ranker's device: the model is uploaded on first use and kept
     /// ([`GpuSage`]).
     pub fn relevance(&self, model: &Arc<Relevance>, graphs: &[&RelevanceInput]) -> Result<Vec<Vec<f32>>> {
-        use std::sync::atomic::Ordering::SeqCst;
-        if self.fail_next_relevance.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)).is_ok() {
+        if take_one(&self.fail_next_relevance) {
             return Err(Error::Gpu("relevance call failed on purpose (test)".into()));
         }
         let sage = {
@@ -255,12 +260,7 @@ impl Ranker {
         let max_dim = gpu.limits().max_compute_workgroups_per_dimension;
         // Work arrays are indexed with 32-bit words in WGSL.
         let budget = self.work_limit.unwrap_or(u64::MAX).min(gpu.max_binding() / 4).min(u32::MAX as u64);
-        let failing = self.fail_next.fetch_update(
-            std::sync::atomic::Ordering::SeqCst,
-            std::sync::atomic::Ordering::SeqCst,
-            |n| n.checked_sub(1),
-        );
-        if failing.is_ok() {
+        if take_one(&self.fail_next) {
             return Err(Error::Gpu("injected failure (as a lost device)".into()));
         }
         let mut results: Vec<Option<Ranked>> = vec![None; queries.len()];

@@ -5,6 +5,7 @@
 //! model's buffers and dispatches; must not build candidates or features, nor reorder a result
 //! (`retrieve`'s rerank does).
 
+use crate::embed;
 use crate::error::{Error, Result};
 use crate::gnn::packed::incoming;
 use crate::gnn::{RelevanceInput, RelevanceWeights};
@@ -92,42 +93,38 @@ impl GpuSage {
             .iter()
             .enumerate()
             .map(|(i, g)| {
-                incoming(&g.features, input, &g.edges).map_err(|e| Error::InvalidArgument(format!("subgraph {i}: {e}")))
+                let list = incoming(&g.features, input, &g.edges)
+                    .map_err(|e| Error::InvalidArgument(format!("subgraph {i}: {e}")))?;
+                Ok((*g, list))
             })
             .collect::<Result<Vec<_>>>()?;
         let mut out = Vec::with_capacity(graphs.len());
-        let mut start = 0;
-        while start < graphs.len() {
-            let (mut end, mut nodes) = (start, 0);
-            while end < graphs.len() && (end == start || nodes + lists[end].len() <= self.chunk_nodes) {
-                nodes += lists[end].len();
-                end += 1;
-            }
-            let values = self.forward(&graphs[start..end], &lists[start..end], nodes)?;
+        for chunk in embed::chunks_of_pieces(&lists, |(_, list)| list.len(), self.chunk_nodes, usize::MAX) {
+            let values = self.forward(chunk)?;
             let mut at = 0;
-            for list in &lists[start..end] {
+            for (_, list) in chunk {
                 out.push(values[at..at + list.len()].to_vec());
                 at += list.len();
             }
-            start = end;
         }
         Ok(out)
     }
 
-    /// One submit: `nodes` nodes of `graphs` (with their in-neighbour lists) through both
+    /// One submit: every node of `graphs` (each with its in-neighbour lists) through both
     /// layers and the head.
-    fn forward(&self, graphs: &[&RelevanceInput], lists: &[Vec<Vec<u32>>], nodes: usize) -> Result<Vec<f32>> {
+    fn forward(&self, graphs: &[(&RelevanceInput, Vec<Vec<u32>>)]) -> Result<Vec<f32>> {
+        let nodes: usize = graphs.iter().map(|(_, list)| list.len()).sum();
         if nodes == 0 {
             return Ok(Vec::new());
         }
         let gpu = &self.gpu;
         // Compressed rows of in-neighbours, in batch node ids.
-        let edges: usize = lists.iter().flatten().map(|l| l.len()).sum();
+        let edges: usize = graphs.iter().flat_map(|(_, list)| list).map(|l| l.len()).sum();
         let mut rows = Vec::with_capacity(nodes + 1 + edges);
         let mut sources = Vec::with_capacity(edges);
         let mut features = Vec::with_capacity(nodes * self.layers[0].input as usize);
         let mut base = 0u32;
-        for (g, list) in graphs.iter().zip(lists) {
+        for (g, list) in graphs {
             for l in list {
                 rows.push(sources.len() as u32);
                 sources.extend(l.iter().map(|&s| base + s));

@@ -426,9 +426,11 @@ pub fn retrieve_on(
         }
         Ok(out.into_iter().flatten().collect())
     };
-    let reranks = mode.plan().rerank;
+    // A reranked mode's queries rerank on the CPU unless the GPU ranks them (`learned_on`).
+    if mode.plan().rerank {
+        report.reranked_on_cpu = requests.len();
+    }
     let (Some(ranker), Some(rank_settings)) = (ranker, settings.rank_settings(mode)) else {
-        report.reranked_on_cpu = if reranks { requests.len() } else { 0 };
         return Ok((cpu(requests)?, report));
     };
     let lexical: Vec<_> = requests.par_iter().map(|&(_, cx, q)| GpuBridge(cx).lexical(q)).collect();
@@ -457,7 +459,6 @@ pub fn retrieve_on(
         Err(e) => {
             tracing::warn!("GPU batch of {} queries failed, answered on the CPU: {e}", requests.len());
             report.fallback = Some(e.to_string());
-            report.reranked_on_cpu = if reranks { requests.len() } else { 0 };
             Ok((cpu(requests)?, report))
         }
     }
