@@ -6,7 +6,8 @@
 # keeps one outside the clone); only Myelin itself is compiled again for the feature.
 # Tests that need the public data sets read $MYELIN_DATASETS (default: ../shared/datasets
 # when it exists); without it they say they are skipped. Tests of Python clients run
-# $MYELIN_PYTHON (default: the environment scripts/python-clients.sh makes).
+# $MYELIN_PYTHON (default: the environment scripts/python-clients.sh makes); tests of stores
+# on S3 start $MYELIN_S3S_FS (default: the server scripts/s3s-fs.sh builds).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -17,6 +18,11 @@ fi
 if [ -z "${MYELIN_PYTHON:-}" ]; then
   MYELIN_PYTHON="$(scripts/python-clients.sh)"   # a failure here stops the script (set -e)
   export MYELIN_PYTHON
+fi
+# The S3-compatible server of the object-store tests (tests/it/s3.rs), outside the clone.
+if [ -z "${MYELIN_S3S_FS:-}" ]; then
+  MYELIN_S3S_FS="$(scripts/s3s-fs.sh)"
+  export MYELIN_S3S_FS
 fi
 export PROPTEST_CASES="${PROPTEST_CASES:-64}"
 cargo test --locked --no-fail-fast --features testing "$@"

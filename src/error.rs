@@ -59,6 +59,15 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// An object store (the store's `myelin.json` or lease on S3 and the like) failed.
+    #[error("{path}: {source}")]
+    ObjectStore {
+        /// The object's URI.
+        path: PathBuf,
+        /// The object store's error.
+        #[source]
+        source: Box<object_store::Error>,
+    },
     /// Another writer holds the store (see `store::Writer`).
     #[error(
         "store {path} is being written by another process: {holder}; stop it first, or read the store \

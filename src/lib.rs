@@ -10,6 +10,7 @@
 //! benchmarks, training, plots, scale histories), `testing` (fault points and test hooks).
 //! `--no-default-features` builds the store, the embedder, the graph, retrieval and the
 //! serving handle alone.
+#![recursion_limit = "256"]
 #![warn(missing_docs)]
 // Without the `gpu` feature the GPU's types are uninhabited (`gpu/dummy.rs`): the branches that
 // would use a device are unreachable, and what they would have read goes unused.

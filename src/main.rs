@@ -16,7 +16,7 @@ use cli::Globals;
 use cli::cmd;
 use cli::flags::{Cli, Command};
 use myelin::config::Config;
-use myelin::store::resolve_store_dir;
+use myelin::store::resolve_store;
 
 fn main() -> ExitCode {
     // candle's element-wise kernels otherwise run on a spinning thread pool of their own that
@@ -95,7 +95,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     if cli.model_dir.is_some() {
         config.embed.model_dir = cli.model_dir.clone();
     }
-    let store = resolve_store_dir(cli.store.as_deref());
+    let store = resolve_store(cli.store.as_deref())?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting tokio")?;
     let g = Globals { store, quiet: cli.quiet, runtime };
     match cli.command {

@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::graph::{Graph, GraphConfig, build_graph};
 use crate::ingest::{Loaded, load_path};
 use crate::retrieve::{Archived, Memory};
-use crate::store::{Episode, Store, WriteTxn, Writer};
+use crate::store::{Episode, Location, Store, WriteTxn, Writer};
 
 /// What an ingest run did.
 #[derive(Debug, Clone, Serialize)]
@@ -167,7 +167,7 @@ fn accelerate(embedder: Embedder, config: &crate::gpu::GpuConfig) -> Result<Embe
 /// Reads every path, then embeds and writes all conversations and their graphs in one
 /// transaction. `progress` counts turns; pass `&progress::Silent` for none.
 pub async fn ingest_paths(
-    store_root: &Path,
+    store_root: impl Into<Location>,
     paths: &[PathBuf],
     embedder: &Embedder,
     config: &Config,
@@ -180,13 +180,14 @@ pub async fn ingest_paths(
 
 /// Embeds and writes conversations already read, and builds their graphs, in one transaction.
 pub async fn ingest_loaded(
-    store_root: &Path,
+    store_root: impl Into<Location>,
     input: LoadedInput,
     embedder: &Embedder,
     config: &Config,
     progress: &dyn Progress,
     started: Instant,
 ) -> Result<IngestSummary> {
+    let store_root = store_root.into();
     let options = &config.ingest;
     config.graph.validate()?;
     if options.chunk_turns == 0 {
@@ -207,7 +208,7 @@ pub async fn ingest_loaded(
         None => None,
     };
     let mut reused = 0;
-    let mut txn = Writer::acquire(store_root)?.begin().await?;
+    let mut txn = Writer::acquire(&store_root).await?.begin().await?;
     txn.embed_as(config.embed.text)?;
     let existing: BTreeSet<String> = txn.base().conversations().await?.into_iter().map(|c| c.id).collect();
     let mut embed_time = Duration::ZERO;
@@ -469,7 +470,8 @@ impl StoreCheck {
 /// episodes, graph and vectors (every node embedding finite and of length 1, the graph
 /// consistent with its episodes), as [`stored_memory`] opens them. A part that fails is named
 /// with the error that says where.
-pub async fn check_store(root: &Path, config: &Config) -> StoreCheck {
+pub async fn check_store(root: impl Into<Location>, config: &Config) -> StoreCheck {
+    let root = &root.into();
     let part = |part: String, result: std::result::Result<String, Error>| match result {
         Ok(detail) => PartCheck { part, ok: true, detail },
         Err(e) => PartCheck { part, ok: false, detail: e.to_string() },
@@ -615,8 +617,13 @@ async fn put_graph(txn: &mut WriteTxn, conversation: &str, graph: &Graph, turns:
 
 /// Builds and stores the graph of every conversation in the store that has none (stores
 /// written before graphs existed), in one transaction. Returns the ids built.
-pub async fn build_missing_graphs(store_root: &Path, embedder: &Embedder, config: &GraphConfig) -> Result<Vec<String>> {
+pub async fn build_missing_graphs(
+    store_root: impl Into<Location>,
+    embedder: &Embedder,
+    config: &GraphConfig,
+) -> Result<Vec<String>> {
     config.validate()?;
+    let store_root = &store_root.into();
     let store = Store::open(store_root).await?;
     let mut missing = Vec::new();
     for c in store.conversations().await? {
@@ -627,7 +634,7 @@ pub async fn build_missing_graphs(store_root: &Path, embedder: &Embedder, config
     if missing.is_empty() {
         return Ok(missing);
     }
-    let mut txn = Writer::acquire(store_root)?.begin().await?;
+    let mut txn = Writer::acquire(store_root).await?.begin().await?;
     for id in &missing {
         let episodes = txn.base().episodes(id).await?;
         let texts: Vec<_> = episodes.iter().map(|e| (e.embedding_text(), e.timestamp)).collect();

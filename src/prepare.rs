@@ -5,7 +5,7 @@
 //! Owns that selection and its order of steps; the ingest itself is [`crate::pipeline`]'s.
 //! Must not print: what it did is told through its callback and its return value.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use crate::progress::Progress;
@@ -15,7 +15,7 @@ use crate::conversation::SourceFormat;
 use crate::embed::Embedder;
 use crate::error::{Error, Result};
 use crate::pipeline::{LoadedInput, build_missing_graphs, ingest_loaded};
-use crate::store::Store;
+use crate::store::{Location, Store};
 
 /// A step of [`prepare`] that changes the store, told before or after it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,13 +41,14 @@ pub struct Inputs<'a> {
 /// at `store_root`, builds missing graphs, and returns the ids kept, in input order.
 /// `progress` counts the turns ingested; `step` hears of each step that writes.
 pub async fn prepare(
-    store_root: &Path,
+    store_root: impl Into<Location>,
     inputs: Inputs<'_>,
     embedder: &Embedder,
     config: &Config,
     progress: &dyn Progress,
     mut step: impl FnMut(Step<'_>),
 ) -> Result<Vec<String>> {
+    let store_root = &store_root.into();
     let Inputs { paths, only, expected } = inputs;
     let started = Instant::now();
     let names = || paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
@@ -76,7 +77,7 @@ pub async fn prepare(
         step(Step::Ingesting(input.conversations.len()));
         ingest_loaded(store_root, input, embedder, config, progress, started)
             .await
-            .map_err(|e| Error::ingest(store_root, e))?;
+            .map_err(|e| Error::ingest(store_root.to_path_buf(), e))?;
     }
     let built = build_missing_graphs(store_root, embedder, &config.graph).await?;
     if !built.is_empty() {

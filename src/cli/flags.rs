@@ -43,9 +43,10 @@ pub struct Cli {
     /// TOML config file (see config/example.toml); flags override it.
     #[arg(long, global = true, env = "MYELIN_CONFIG")]
     pub config: Option<PathBuf>,
-    /// Store directory [default: $MYELIN_STORE, else ./myelin-store].
+    /// Store: a directory, or an object store's URI (s3://bucket/prefix, with the AWS
+    /// variables: AWS_ENDPOINT_URL, keys, region) [default: $MYELIN_STORE, else ./myelin-store].
     #[arg(long, global = true)]
-    pub store: Option<PathBuf>,
+    pub store: Option<String>,
     /// Model directory [default: $MYELIN_MODEL_DIR, ./models/all-MiniLM-L6-v2, HF cache].
     #[arg(long, global = true)]
     pub model_dir: Option<PathBuf>,

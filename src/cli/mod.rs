@@ -8,12 +8,13 @@ pub mod cmd;
 pub mod flags;
 pub mod render;
 
-use std::path::PathBuf;
+use myelin::store::Location;
 
 /// What the global flags and `main` give every subcommand.
 pub struct Globals {
-    /// The store directory (`--store`, `$MYELIN_STORE`, `./myelin-store`).
-    pub store: PathBuf,
+    /// The store (`--store`, `$MYELIN_STORE`, `./myelin-store`): a directory or an object
+    /// store's URI.
+    pub store: Location,
     /// No progress bars (`--quiet`).
     pub quiet: bool,
     /// The async runtime the subcommand blocks on.

@@ -216,6 +216,23 @@ impl Page {
     }
 }
 
+/// How far a read-only service is behind the writer it follows (`/health`'s `replica`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Replica {
+    /// The store generation (committed writes) this replica's scopes are loaded at.
+    pub generation: u64,
+    /// The newest generation its last look at the store found.
+    pub store_generation: u64,
+    /// Commits it has not loaded yet (`store_generation - generation`).
+    pub behind: u64,
+    /// How long ago the newest commit it has not loaded was made (0: none), in milliseconds by
+    /// the writer's clock.
+    pub lag_ms: u64,
+    /// How long ago it last looked at the store's manifest (every `serve.reload_ms`), in
+    /// milliseconds.
+    pub checked_ms_ago: u64,
+}
+
 /// What a service has done since it opened.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Stats {

@@ -1,14 +1,12 @@
 //! [`BlockingService`]: the [`Service`] for callers without an async runtime, on a runtime of
 //! its own. Must hold no logic of its own beyond waiting.
 
-use std::path::Path;
-
 use super::api::*;
 use super::filter::Filter;
 use super::service::*;
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::store::HistoryEvent;
+use crate::store::{HistoryEvent, Location};
 
 /// The [`Service`] for scripts and synchronous code: the same operations, each blocking on a
 /// runtime of its own. Not for use inside an async runtime (use [`Service`] there). Dropping
@@ -29,12 +27,12 @@ impl Drop for BlockingService {
 
 impl BlockingService {
     /// [`Service::open`].
-    pub fn open(root: &Path, config: Config) -> Result<BlockingService> {
+    pub fn open(root: impl Into<Location>, config: Config) -> Result<BlockingService> {
         BlockingService::start(Service::open(root, config))
     }
 
     /// [`Service::open_read_only`].
-    pub fn open_read_only(root: &Path, config: Config) -> Result<BlockingService> {
+    pub fn open_read_only(root: impl Into<Location>, config: Config) -> Result<BlockingService> {
         BlockingService::start(Service::open_read_only(root, config))
     }
 

@@ -380,7 +380,7 @@ pub fn router(service: Service, token: Option<String>, body_limit: usize) -> Rou
             "/health",
             get(|State(s): State<Service>| async move {
                 let b = s.backend();
-                Json(json!({ "status": "ok", "backend": b.backend.as_str(), "reason": b.reason, "read_only": s.read_only(), "stats": s.stats() }))
+                Json(json!({ "status": "ok", "backend": b.backend.as_str(), "reason": b.reason, "read_only": s.read_only(), "replica": s.replica(), "stats": s.stats() }))
             }),
         )
         .fallback(fallback)

@@ -47,7 +47,7 @@ mod writer;
 
 pub use crate::retrieve::Order;
 pub use api::{
-    Edit, MAX_ID_BYTES, MemoryItem, Message, Metadata, Page, Scope, SearchRequest, SearchResult, Stats,
+    Edit, MAX_ID_BYTES, MemoryItem, Message, Metadata, Page, Replica, Scope, SearchRequest, SearchResult, Stats,
     expiration_date_of, expiry_of_date,
 };
 pub use blocking::BlockingService;

@@ -3,7 +3,6 @@
 //! writer's commits. The work happens in the writer and the search thread.
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::{Arc, Weak};
 
 use tokio::sync::{RwLock, mpsc, oneshot};
@@ -20,7 +19,7 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::retrieve::engine::{Choice, choose};
 use crate::retrieve::{Memory, Order};
-use crate::store::{HistoryEvent, Store, Writer};
+use crate::store::{HistoryEvent, Location, Store, Writer};
 
 /// How a search is answered: by one search of the batch as it is, or by merging several.
 enum Plan {
@@ -116,19 +115,20 @@ impl Service {
     /// Fails with [`Error::Locked`] while another writer (a server, an ingest, another
     /// service) holds the store; the lock is held until the last clone of the service is
     /// dropped.
-    pub async fn open(root: &Path, config: Config) -> Result<Service> {
-        let writer = Writer::acquire(root)?;
-        Service::start(root, config, Some(writer)).await
+    pub async fn open(root: impl Into<Location>, config: Config) -> Result<Service> {
+        let writer = Writer::acquire(root).await?;
+        let root = writer.root().clone();
+        Service::start(&root, config, Some(writer)).await
     }
 
     /// Opens the store at `root` without writing it, beside the process that does: searches,
     /// lists, gets and history see its last committed state, checked every
     /// `serve.reload_ms`; adds and deletions fail with [`Error::ReadOnly`].
-    pub async fn open_read_only(root: &Path, config: Config) -> Result<Service> {
-        Service::start(root, config, None).await
+    pub async fn open_read_only(root: impl Into<Location>, config: Config) -> Result<Service> {
+        Service::start(&root.into(), config, None).await
     }
 
-    pub(super) async fn start(root: &Path, config: Config, writer: Option<Writer>) -> Result<Service> {
+    pub(super) async fn start(root: &Location, config: Config, writer: Option<Writer>) -> Result<Service> {
         config.retrieve.validate()?;
         config.serve.validate()?;
         let embedder = Arc::new(crate::pipeline::load_embedder(&config)?);
@@ -166,7 +166,8 @@ impl Service {
         counters.gauge(&scopes);
         let inner = Arc::new(Inner {
             counters,
-            root: root.to_path_buf(),
+            root: root.clone(),
+            follow: std::sync::Mutex::new(Follow::new(generation, store.updated_at())),
             labels: std::sync::Mutex::new(labels),
             stored_labels: std::sync::Mutex::new(stored_labels),
             access: std::sync::Mutex::new(access),
@@ -228,8 +229,17 @@ impl Service {
         self.inner.counters.snapshot()
     }
 
+    /// For a read-only service, how far it is behind the writer it follows (`None`: this
+    /// service is the writer).
+    pub fn replica(&self) -> Option<Replica> {
+        if !self.read_only() {
+            return None;
+        }
+        self.inner.follow.lock().ok().map(|f| f.replica(chrono::Utc::now()))
+    }
+
     pub(super) async fn write(&self, change: Change) -> Result<Done> {
-        let Some(writes) = &self.writes else { return Err(Error::ReadOnly { path: self.inner.root.clone() }) };
+        let Some(writes) = &self.writes else { return Err(Error::ReadOnly { path: self.inner.root.to_path_buf() }) };
         let (reply, answer) = oneshot::channel();
         writes.try_send(WriteJob { change, reply }).map_err(|e| match e {
             mpsc::error::TrySendError::Full(_) => Error::Busy(format!(
@@ -470,22 +480,37 @@ pub(super) async fn follow(inner: Weak<Inner>, searcher: Searcher, mut seen: u64
     loop {
         tokio::time::sleep(every).await;
         let Some(inner) = inner.upgrade() else { return };
-        match Store::committed_generation(&inner.root) {
-            Ok(g) if g == seen => {}
+        let checked = std::time::Instant::now();
+        match Store::committed_generation(&inner.root).await {
+            Ok((g, _)) if g == seen => inner.followed(|f| f.checked(checked, g, None)),
             // A purge by the writer can remove what this read was opening: tried again next time.
-            Ok(_) => match inner.reload(&searcher).await {
-                Ok(g) => seen = g,
-                Err(e) => tracing::warn!("following the writer of {}: {e}", inner.root.display()),
-            },
-            Err(e) => tracing::warn!("following the writer of {}: {e}", inner.root.display()),
+            Ok((g, at)) => {
+                inner.followed(|f| f.checked(checked, g, at));
+                match inner.reload(&searcher).await {
+                    Ok((g, at)) => {
+                        seen = g;
+                        inner.followed(|f| f.loaded(g, at));
+                    }
+                    Err(e) => tracing::warn!("following the writer of {}: {e}", inner.root),
+                }
+            }
+            Err(e) => tracing::warn!("following the writer of {}: {e}", inner.root),
         }
     }
 }
 
 impl Inner {
-    /// Reloads the scopes the store's last commit changed; returns its generation.
-    pub(super) async fn reload(&self, searcher: &Searcher) -> Result<u64> {
-        let store = Store::open(&self.root).await?;
+    /// Records what the follower found.
+    fn followed(&self, f: impl FnOnce(&mut Follow)) {
+        if let Ok(mut follow) = self.follow.lock() {
+            f(&mut follow);
+        }
+    }
+
+    /// Reloads the scopes the store's last commit changed; returns its generation and when it
+    /// was committed.
+    pub(super) async fn reload(&self, searcher: &Searcher) -> Result<(u64, Option<chrono::DateTime<chrono::Utc>>)> {
+        let store = self.store.read().await.reopen().await?;
         let known = self.loaded.read().await.clone();
         let (changed, summaries) = load_scopes(&store, &self.config, &known).await?;
         // A scope that lost memories must leave no copy on the GPU either.
@@ -515,9 +540,9 @@ impl Inner {
         }
         self.counters.gauge(&*self.scopes.read().await);
         *self.loaded.write().await = summaries;
-        let generation = store.generation();
+        let (generation, at) = (store.generation(), store.updated_at());
         *self.store.write().await = store;
-        Ok(generation)
+        Ok((generation, at))
     }
 }
 

@@ -3,10 +3,10 @@
 //! scopes from the store. Must not answer requests itself.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use chrono::{DateTime, Utc};
 use tokio::sync::RwLock;
 
 use super::access::AccessLog;
@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::pipeline::stored_memory;
 use crate::retrieve::Memory;
 use crate::retrieve::engine::Choice;
-use crate::store::{ConversationSummary, Store, Writer};
+use crate::store::{ConversationSummary, Location, Store, Writer};
 
 /// Scope key → memory id → when it was archived, as the store's history says.
 pub(super) type ArchivedAt = HashMap<String, HashMap<String, chrono::DateTime<chrono::Utc>>>;
@@ -93,8 +93,59 @@ impl Counters {
     }
 }
 
+/// What a read-only service's follower knows of the writer's commits.
+pub(super) struct Follow {
+    /// The generation its scopes are loaded at, and when the writer committed it.
+    loaded: (u64, Option<DateTime<Utc>>),
+    /// The newest generation the last look at `myelin.json` found, and its commit time.
+    seen: (u64, Option<DateTime<Utc>>),
+    /// When that look was.
+    checked: std::time::Instant,
+}
+
+impl Follow {
+    pub(super) fn new(generation: u64, at: Option<DateTime<Utc>>) -> Follow {
+        Follow { loaded: (generation, at), seen: (generation, at), checked: std::time::Instant::now() }
+    }
+
+    /// A look found generation `g` (committed at `at`; `None`: the one already seen).
+    pub(super) fn checked(&mut self, when: std::time::Instant, g: u64, at: Option<DateTime<Utc>>) {
+        self.checked = when;
+        if g != self.seen.0 {
+            self.seen = (g, at);
+        }
+    }
+
+    /// The scopes are now loaded at generation `g`.
+    pub(super) fn loaded(&mut self, g: u64, at: Option<DateTime<Utc>>) {
+        self.loaded = (g, at);
+        if g > self.seen.0 {
+            self.seen = (g, at);
+        }
+    }
+
+    /// How far behind the writer this replica is, at `now`.
+    pub(super) fn replica(&self, now: DateTime<Utc>) -> Replica {
+        let behind = self.seen.0.saturating_sub(self.loaded.0);
+        // The newest commit not loaded has waited since the writer made it (its clock).
+        let lag_ms = match (behind, self.seen.1) {
+            (0, _) | (_, None) => 0,
+            (_, Some(at)) => (now - at).num_milliseconds().max(0) as u64,
+        };
+        Replica {
+            generation: self.loaded.0,
+            store_generation: self.seen.0,
+            behind,
+            lag_ms,
+            checked_ms_ago: self.checked.elapsed().as_millis() as u64,
+        }
+    }
+}
+
 pub(super) struct Inner {
-    pub(super) root: PathBuf,
+    pub(super) root: Location,
+    /// A read-only service's view of the writer's commits (a writer's stays as opened).
+    pub(super) follow: std::sync::Mutex<Follow>,
     pub(super) config: Config,
     /// The same model on threads that yield to searches: every CPU-heavy step of a write.
     pub(super) background: Embedder,

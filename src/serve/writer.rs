@@ -462,7 +462,7 @@ impl Inner {
                         Error::DiskFull(format!(
                             "the disk of store {} is full (no space left on device): nothing of this write was kept; \
                              free space and retry",
-                            self.root.display()
+                            self.root
                         ))
                     } else {
                         Error::Batch(message.clone())
@@ -698,7 +698,7 @@ impl Inner {
         access: &AccessWrite,
         purge: bool,
     ) -> Result<Vec<Built>> {
-        let writer = self.writer.as_ref().ok_or_else(|| Error::ReadOnly { path: self.root.clone() })?;
+        let writer = self.writer.as_ref().ok_or_else(|| Error::ReadOnly { path: self.root.to_path_buf() })?;
         let mut lap = Lap::start();
         let mut txn = writer.begin().await?;
         lap.mark("begin");
@@ -773,7 +773,7 @@ impl Inner {
         // Committed: from here on the write is done whatever fails. A purge that fails leaves
         // old versions on disk for the next one; it must not report the write as failed.
         if purge && let Err(e) = store.purge_old_versions().await {
-            tracing::warn!("purging old versions of {}: {e}", self.root.display());
+            tracing::warn!("purging old versions of {}: {e}", self.root);
         }
         *self.store.write().await = store;
         // Committed: a poisoned set only makes later writes store some labels twice.

@@ -22,6 +22,8 @@
 //! (opening and reading), `txn.rs` (the writer lock and writes), `rows.rs` (Arrow
 //! conversions). This file only names what the others define.
 
+mod lease;
+mod location;
 mod manifest;
 mod open;
 mod rows;
@@ -30,10 +32,10 @@ mod schema;
 mod tests;
 mod txn;
 
+pub use lease::{LEASE_ENV, LEASE_MS};
+pub use location::Location;
 pub use manifest::{EMBEDDING_MODEL, STORE_FORMAT};
-pub use open::{
-    ConversationSummary, DEFAULT_STORE_DIR, Episode, STORE_ENV, Store, StoreInfo, dir_size, resolve_store_dir,
-};
+pub use open::{ConversationSummary, DEFAULT_STORE_DIR, Episode, STORE_ENV, Store, StoreInfo, dir_size, resolve_store};
 pub use rows::{Access, HistoryEvent};
 pub use schema::Table;
 pub use txn::{WriteTxn, Writer};

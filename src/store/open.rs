@@ -4,13 +4,17 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use arrow_array::{Array, BooleanArray, FixedSizeListArray, Float32Array, ListArray, RecordBatch, UInt64Array};
 use chrono::{DateTime, Utc};
 use futures::TryStreamExt;
 use lance::Dataset;
+use lance::dataset::builder::DatasetBuilder;
+use lance::session::Session;
 use serde::{Deserialize, Serialize};
 
+use super::location::{At, Location};
 use super::manifest::*;
 use super::rows::*;
 use super::schema::*;
@@ -103,7 +107,7 @@ pub struct ConversationSummary {
 /// Versions and sizes of a store.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StoreInfo {
-    /// Store directory.
+    /// The store's directory or URI.
     pub path: PathBuf,
     /// Store format.
     pub format: u32,
@@ -117,7 +121,8 @@ pub struct StoreInfo {
     pub table_rows: BTreeMap<String, usize>,
     /// Lance file format of the episodes dataset (e.g. `2.0`), if it exists.
     pub lance_file_format: Option<String>,
-    /// Bytes on disk under the store directory, old Lance versions included.
+    /// Bytes under the store (on disk, or objects under its prefix), old Lance versions
+    /// included.
     pub size_bytes: u64,
     /// When the last write was committed.
     pub updated_at: DateTime<Utc>,
@@ -126,57 +131,82 @@ pub struct StoreInfo {
 /// A store opened for reading at its committed state.
 #[derive(Debug)]
 pub struct Store {
-    pub(super) root: PathBuf,
+    pub(super) root: Location,
     pub(super) manifest: StoreManifest,
+    /// The manifest's version when read: the condition of the next commit on an object store.
+    pub(super) manifest_version: ManifestVersion,
     pub(super) tables: BTreeMap<Table, Dataset>,
 }
 
-/// The store directory to use: `explicit`, else `$MYELIN_STORE`, else `./myelin-store`.
-pub fn resolve_store_dir(explicit: Option<&Path>) -> PathBuf {
-    explicit
-        .map(Path::to_path_buf)
-        .or_else(|| std::env::var_os(STORE_ENV).filter(|v| !v.is_empty()).map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_STORE_DIR))
+/// The store to use: `explicit`, else `$MYELIN_STORE`, else `./myelin-store`; a directory or
+/// an object store's URI ([`Location::parse`]).
+pub fn resolve_store(explicit: Option<&str>) -> Result<Location> {
+    let env = std::env::var(STORE_ENV).ok().filter(|v| !v.is_empty());
+    Location::parse(explicit.or(env.as_deref()).unwrap_or(DEFAULT_STORE_DIR))
 }
 
 impl Store {
-    /// Opens the store at `root` as of its last committed write. A missing or empty directory
-    /// is an empty store; a directory without `myelin.json` that holds anything else is
-    /// refused ([`check_unborn`]): some other folder (a typo must not turn it into a store),
-    /// or a store that lost its manifest.
-    pub async fn open(root: &Path) -> Result<Store> {
-        let manifest = match read_manifest(root)? {
-            Some(m) => m,
-            None => {
-                check_unborn(root)?;
-                StoreManifest::empty()
-            }
-        };
-        let mut tables = BTreeMap::new();
-        for table in Table::STORED {
-            if let Some(&version) = manifest.tables.get(table.name()) {
-                let ds = Dataset::open(&uri(root, table)?).await.map_err(|e| unreadable(root, table, e))?;
-                let ds = if ds.version().version == version {
-                    ds
-                } else {
-                    ds.checkout_version(version).await.map_err(|e| unreadable(root, table, e))?
-                };
-                check_files(root, table, &ds)?;
-                tables.insert(table, ds);
-            }
-        }
-        Ok(Store { root: root.to_path_buf(), manifest, tables })
+    /// Opens the store at `root` (a directory, or a [`Location`] on an object store) as of its
+    /// last committed write. A missing or empty directory (prefix) is an empty store; one
+    /// without `myelin.json` that holds anything else is refused ([`check_unborn`]): some
+    /// other folder (a typo must not turn it into a store), or a store that lost its manifest.
+    pub async fn open(root: impl Into<Location>) -> Result<Store> {
+        Store::open_after(&root.into(), None).await
     }
 
-    /// The store directory.
-    pub fn root(&self) -> &Path {
+    /// The store as last committed, opened again: the datasets whose pinned version did not
+    /// change are this store's handles as they are, the others opened anew. What a reader that
+    /// follows a writer does at each commit (one dataset changed reads one dataset).
+    pub async fn reopen(&self) -> Result<Store> {
+        Store::open_after(&self.root, Some(self)).await
+    }
+
+    /// [`Store::open`], reusing `prior`'s datasets at the versions still pinned. The datasets
+    /// are opened together (on an object store each is a few requests' latency), each at its
+    /// pinned version directly.
+    async fn open_after(root: &Location, prior: Option<&Store>) -> Result<Store> {
+        let (manifest, manifest_version) = match read_manifest(root).await? {
+            Some(m) => m,
+            None => {
+                check_unborn(root).await?;
+                (StoreManifest::empty(), None)
+            }
+        };
+        let opening = Table::STORED.into_iter().filter_map(|table| {
+            let version = *manifest.tables.get(table.name())?;
+            let kept = prior.and_then(|p| p.tables.get(&table)).filter(|ds| ds.version().version == version).cloned();
+            Some(async move {
+                if let Some(ds) = kept {
+                    return Ok::<_, Error>((table, ds));
+                }
+                let ds = DatasetBuilder::from_uri(uri(root, table)?)
+                    .with_session(session())
+                    .with_version(version)
+                    .load()
+                    .await
+                    .map_err(|e| unreadable(root, table, e))?;
+                check_files(root, table, &ds).await?;
+                Ok((table, ds))
+            })
+        });
+        let tables = futures::future::try_join_all(opening).await?.into_iter().collect();
+        Ok(Store { root: root.clone(), manifest, manifest_version, tables })
+    }
+
+    /// Where the store lives.
+    pub fn root(&self) -> &Location {
         &self.root
     }
 
-    /// The generation `root`'s manifest holds now (0 for a store never written): one small
-    /// read, for a reader that follows a writer's commits.
-    pub fn committed_generation(root: &Path) -> Result<u64> {
-        Ok(read_manifest(root)?.map_or(0, |m| m.generation))
+    /// The generation `root`'s manifest holds now (0 for a store never written) and when it
+    /// was committed: one small read, for a reader that follows a writer's commits.
+    pub async fn committed_generation(root: &Location) -> Result<(u64, Option<DateTime<Utc>>)> {
+        Ok(read_manifest(root).await?.map_or((0, None), |(m, _)| (m.generation, Some(m.updated_at))))
+    }
+
+    /// When the last write was committed (`None`: never written).
+    pub fn updated_at(&self) -> Option<DateTime<Utc>> {
+        (self.manifest.generation > 0).then_some(self.manifest.updated_at)
     }
 
     /// Number of committed writes (0 for a store never written).
@@ -208,7 +238,7 @@ impl Store {
             return Ok(());
         }
         Err(Error::Store {
-            path: self.root.clone(),
+            path: self.root.to_path_buf(),
             message: format!(
                 "its turns were embedded as '{}' text and the settings say '{}' (embed.text, --embed-text): \
                  use --embed-text {}, or ingest into a new store with --embed-text {}",
@@ -228,7 +258,7 @@ impl Store {
         }
         Ok(StoreInfo {
             table_rows,
-            path: self.root.clone(),
+            path: self.root.to_path_buf(),
             format: self.manifest.format,
             generation: self.manifest.generation,
             embedding_model: self.manifest.embedding_model.clone(),
@@ -237,7 +267,7 @@ impl Store {
                 .tables
                 .get(&Table::Episodes)
                 .map(|d| d.manifest().data_storage_format.version.to_string()),
-            size_bytes: dir_size(&self.root)?,
+            size_bytes: self.root.size().await?,
             updated_at: self.manifest.updated_at,
         })
     }
@@ -287,7 +317,7 @@ impl Store {
                 let metadata = match metadata.filter(|m| !m.is_null(r)) {
                     None => None,
                     Some(m) => Some(serde_json::from_str(m.value(r)).map_err(|e| Error::Store {
-                        path: self.root.clone(),
+                        path: self.root.to_path_buf(),
                         message: format!("episodes.metadata of {conversation} {turn_id}: not a JSON object ({e})"),
                     })?),
                 };
@@ -398,7 +428,7 @@ impl Store {
             return Ok(None);
         }
         let damaged = |message: String| Error::Store {
-            path: self.root.clone(),
+            path: self.root.to_path_buf(),
             message: format!(
                 "graph of conversation '{conversation}' is damaged: {message} (`myelin check` names every \
                  damaged part; ingesting a conversation again rebuilds its graph)"
@@ -462,7 +492,7 @@ impl Store {
         let Some(meta) = self.graph_metas(&[conversation]).await?.remove(conversation) else { return Ok(None) };
         let Some((bytes, checksum)) = meta.builder else { return Ok(None) };
         let damaged = |what: String| Error::Store {
-            path: self.root.join(format!("{}.lance", Table::Graphs.name())),
+            path: self.root.join(&format!("{}.lance", Table::Graphs.name())),
             message: format!("the builder state of conversation '{conversation}' {what}"),
         };
         if crc32fast::hash(&bytes) != checksum {
@@ -492,7 +522,7 @@ impl Store {
         if n == 0 {
             return Err(Error::InvalidArgument(format!(
                 "unknown conversation '{conversation}' in store {} (see `myelin stats`)",
-                self.root.display()
+                self.root
             )));
         }
         Ok(())
@@ -507,7 +537,7 @@ impl Store {
     async fn scan_where(&self, table: Table, filter: Option<String>) -> Result<Vec<RecordBatch>> {
         let Some(ds) = self.tables.get(&table) else { return Ok(Vec::new()) };
         let named = |e: lance::Error| Error::Store {
-            path: self.root.join(format!("{}.lance", table.name())),
+            path: self.root.join(&format!("{}.lance", table.name())),
             message: format!("its rows cannot be read (damaged? `myelin check` names every damaged part): {e}"),
         };
         let mut scanner = ds.scan();
@@ -627,7 +657,7 @@ impl Store {
     }
 
     fn schema_error(&self, what: &str) -> Error {
-        Error::Store { path: self.root.clone(), message: format!("column {what} has an unexpected type") }
+        Error::Store { path: self.root.to_path_buf(), message: format!("column {what} has an unexpected type") }
     }
 
     /// Deletes every version of every table older than the committed one, with the files only
@@ -642,26 +672,43 @@ impl Store {
     }
 }
 
+/// The process's one Lance session: every dataset opened or written shares its object-store
+/// clients (one per bucket, where a session each would build a client, TLS roots and all, per
+/// dataset opened: 8 of them per store opened) and its caches of immutable metadata.
+pub(super) fn session() -> Arc<Session> {
+    static SESSION: OnceLock<Arc<Session>> = OnceLock::new();
+    SESSION.get_or_init(|| Arc::new(Session::default())).clone()
+}
+
 /// A dataset that Lance cannot open at its pinned version: the error names the dataset.
-pub(super) fn unreadable(root: &Path, table: Table, e: lance::Error) -> Error {
-    Error::Store { path: root.join(format!("{}.lance", table.name())), message: format!("cannot be opened: {e}") }
+pub(super) fn unreadable(root: &Location, table: Table, e: lance::Error) -> Error {
+    Error::Store { path: root.join(&format!("{}.lance", table.name())), message: format!("cannot be opened: {e}") }
 }
 
 /// Every data file of `ds`'s version is there with the size its manifest recorded, so a
 /// truncated or missing file is an error naming it when the store opens, not a read that
 /// fails (or succeeds on part of the rows) later. Lance keeps no checksum of a file's bytes:
 /// damage that keeps the size is not seen here.
-pub(super) fn check_files(root: &Path, table: Table, ds: &Dataset) -> Result<()> {
-    let dir = root.join(format!("{}.lance", table.name()));
+pub(super) async fn check_files(root: &Location, table: Table, ds: &Dataset) -> Result<()> {
+    let dir = format!("{}.lance/data", table.name());
+    // On an object store, one listing of the dataset's data files rather than a request each.
+    let listed: Option<HashMap<String, u64>> = match root.at() {
+        At::Dir(_) => None,
+        At::Remote(remote) => Some(remote.list(&dir).await?.into_iter().collect()),
+    };
     for fragment in ds.fragments().iter() {
         for file in &fragment.files {
-            let path = dir.join("data").join(&file.path);
-            let found = match std::fs::metadata(&path) {
-                Ok(m) => m.len(),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    return Err(Error::Store { path, message: "is missing: the store cannot be read".into() });
-                }
-                Err(e) => return Err(Error::io(&path, e)),
+            let path = root.join(&format!("{dir}/{}", file.path));
+            let found = match &listed {
+                Some(sizes) => sizes.get(&file.path).copied(),
+                None => match std::fs::metadata(&path) {
+                    Ok(m) => Some(m.len()),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                    Err(e) => return Err(Error::io(&path, e)),
+                },
+            };
+            let Some(found) = found else {
+                return Err(Error::Store { path, message: "is missing: the store cannot be read".into() });
             };
             if let Some(recorded) = file.file_size_bytes.get()
                 && recorded.get() != found
@@ -678,27 +725,37 @@ pub(super) fn check_files(root: &Path, table: Table, ds: &Dataset) -> Result<()>
     Ok(())
 }
 
-/// Refuses a directory without `myelin.json` that holds anything but the lock file or a
-/// half-written manifest (`myelin.json.tmp`): a foreign folder, or a store whose manifest is
+/// Refuses a directory (prefix) without `myelin.json` that holds anything but the lock file
+/// (lease) or a half-written manifest (`myelin.json.tmp`): a foreign folder, or a store whose manifest is
 /// gone while its datasets remain. Such a store must not open as empty, since the first write
 /// to an empty store would replace every dataset in it. A store is born with its manifest
 /// ([`super::Writer::acquire`]), so datasets without one are damage, not a store never
 /// written; stores born before that rule that were killed during their first write hold
 /// datasets of no committed write, and the error says so too.
-pub(super) fn check_unborn(root: &Path) -> Result<()> {
-    if root.join(MANIFEST_FILE).exists() {
+pub(super) async fn check_unborn(root: &Location) -> Result<()> {
+    let names: Vec<String> = match root.at() {
+        At::Dir(dir) => {
+            if dir.join(MANIFEST_FILE).exists() {
+                return Ok(());
+            }
+            let entries = match std::fs::read_dir(dir) {
+                Ok(e) => e,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+                Err(e) => return Err(Error::io(dir, e)),
+            };
+            let mut names = Vec::new();
+            for entry in entries {
+                names.push(entry.map_err(|e| Error::io(dir, e))?.file_name().to_string_lossy().into_owned());
+            }
+            names
+        }
+        At::Remote(remote) => remote.entries().await?,
+    };
+    if names.iter().any(|n| n == MANIFEST_FILE) {
         return Ok(());
     }
-    let entries = match std::fs::read_dir(root) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(Error::io(root, e)),
-    };
-    for entry in entries {
-        let entry = entry.map_err(|e| Error::io(root, e))?;
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if name == LOCK_FILE || name.starts_with(MANIFEST_FILE) {
+    for name in names {
+        if name == LOCK_FILE || name == LEASE_FILE || name.starts_with(MANIFEST_FILE) {
             continue;
         }
         let message = if Table::STORED.iter().any(|t| name == format!("{}.lance", t.name())) {

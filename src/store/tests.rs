@@ -53,7 +53,7 @@ fn vectors(n: usize, seed: usize) -> Vec<f32> {
 }
 
 async fn write(root: &Path, c: &Conversation, seed: usize) -> Store {
-    let mut txn = Writer::acquire(root).expect("lock").begin().await.expect("begin");
+    let mut txn = Writer::acquire(root).await.expect("lock").begin().await.expect("begin");
     if txn.base().conversations().await.expect("list").iter().any(|s| s.id == c.id) {
         txn.remove_conversation(&c.id).await.expect("remove");
     }
@@ -103,7 +103,7 @@ async fn updating_a_growing_graph_stores_what_writing_it_whole_stores() {
     let (mut partial, mut moved, mut most_stale) = (0, 0, 0);
     for (k, new) in graphs.iter().enumerate() {
         let turn_ids = &ids[..new.episode_count()];
-        let mut txn = Writer::acquire(dir.path()).expect("lock").begin().await.unwrap();
+        let mut txn = Writer::acquire(dir.path()).await.expect("lock").begin().await.unwrap();
         if k == 0 {
             txn.put_graphs(&[("conv-u", new, turn_ids)]).await.unwrap();
         } else {
@@ -132,7 +132,7 @@ async fn updating_a_growing_graph_stores_what_writing_it_whole_stores() {
     assert!(moved > 0, "no stored concept row changed: the test does not reach that path");
     // A graph written whole and read back ranks as the builder did, to the bit.
     let last = graphs.last().unwrap();
-    let mut txn = Writer::acquire(dir.path()).expect("lock").begin().await.unwrap();
+    let mut txn = Writer::acquire(dir.path()).await.expect("lock").begin().await.unwrap();
     txn.put_graphs(&[("conv-u", last, &ids[..last.episode_count()])]).await.unwrap();
     let store = txn.commit().await.unwrap();
     let mut back = store.graph("conv-u").await.unwrap().expect("a graph");
@@ -148,14 +148,14 @@ async fn a_graph_whose_rows_do_not_match_its_checksum_is_refused_by_name() {
     write(dir.path(), &c, 0).await;
     let ids = ["D1:1", "D1:2", "D1:3"];
     let graph = small_graph(3);
-    let mut txn = Writer::acquire(dir.path()).expect("lock").begin().await.unwrap();
+    let mut txn = Writer::acquire(dir.path()).await.expect("lock").begin().await.unwrap();
     txn.put_graph("conv-k", &graph, &ids).await.unwrap();
     txn.commit().await.unwrap();
     // A row that changes an edge behind the checksum's back (what damage to a data page does
     // when the page still decodes).
     let mut damaged = graph.clone();
     damaged.edges[0].weight = 0.5;
-    let mut txn = Writer::acquire(dir.path()).expect("lock").begin().await.unwrap();
+    let mut txn = Writer::acquire(dir.path()).await.expect("lock").begin().await.unwrap();
     let edges = damaged.in_edges(damaged.edges[0].dst).iter().collect();
     let rows = GraphRows { conversation: "conv-k", graph: &damaged, turn_ids: &ids, nodes: Vec::new(), edges };
     txn.append_graph_rows(&[rows], None).await.unwrap();
@@ -178,7 +178,7 @@ async fn damage_inside_a_graph_s_data_pages_is_refused_by_name() {
     for at in [0.2, 0.4, 0.6, 0.8, 0.9, 0.95] {
         let dir = tempfile::tempdir().unwrap();
         write(dir.path(), &c, 0).await;
-        let mut txn = Writer::acquire(dir.path()).expect("lock").begin().await.unwrap();
+        let mut txn = Writer::acquire(dir.path()).await.expect("lock").begin().await.unwrap();
         txn.put_graph("conv-d", graph, &ids).await.unwrap();
         txn.commit().await.unwrap();
         let data = dir.path().join("edges.lance").join("data");
@@ -216,7 +216,7 @@ async fn a_builder_state_is_kept_with_its_graph_and_checked() {
     write(dir.path(), &c, 0).await;
     let ids: Vec<String> = c.turns().map(|t| t.id.clone()).collect();
     let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
-    let mut txn = Writer::acquire(dir.path()).expect("lock").begin().await.unwrap();
+    let mut txn = Writer::acquire(dir.path()).await.expect("lock").begin().await.unwrap();
     let alone = txn.put_builder_states(&[("conv-b", &state)]).unwrap_err().to_string();
     assert!(alone.contains("without its graph"), "{alone}");
     txn.put_graph("conv-b", &graph, &ids).await.unwrap();
@@ -225,7 +225,7 @@ async fn a_builder_state_is_kept_with_its_graph_and_checked() {
     assert_eq!(store.builder_state("conv-b").await.unwrap(), Some(state.clone()));
     assert_eq!(Store::open(dir.path()).await.unwrap().builder_state("conv-b").await.unwrap(), Some(state));
     // A state whose bytes do not match their checksum is refused, naming it.
-    let mut txn = Writer::acquire(dir.path()).expect("lock").begin().await.unwrap();
+    let mut txn = Writer::acquire(dir.path()).await.expect("lock").begin().await.unwrap();
     txn.put_graph("conv-b", &graph, &ids).await.unwrap();
     let meta = txn.metas.get_mut("conv-b").unwrap();
     meta.builder = Some((vec![1, 2, 3], 7));
@@ -233,7 +233,7 @@ async fn a_builder_state_is_kept_with_its_graph_and_checked() {
     let e = store.builder_state("conv-b").await.unwrap_err().to_string();
     assert!(e.contains("'conv-b'") && e.contains("does not match its checksum") && e.contains("graphs.lance"), "{e}");
     // A graph written again without one keeps none.
-    let mut txn = Writer::acquire(dir.path()).expect("lock").begin().await.unwrap();
+    let mut txn = Writer::acquire(dir.path()).await.expect("lock").begin().await.unwrap();
     txn.put_graph("conv-b", &graph, &ids).await.unwrap();
     let store = txn.commit().await.unwrap();
     assert_eq!(store.builder_state("conv-b").await.unwrap(), None);
@@ -247,7 +247,7 @@ async fn graph_round_trips_and_is_replaced_and_removed_with_its_conversation() {
     let store = write(dir.path(), &c, 0).await;
     assert_eq!(store.graph("conv-g").await.unwrap(), None, "no graph written yet");
     let graph = small_graph(3);
-    let mut txn = Writer::acquire(dir.path()).expect("lock").begin().await.unwrap();
+    let mut txn = Writer::acquire(dir.path()).await.expect("lock").begin().await.unwrap();
     txn.put_graph("conv-g", &graph, &["D1:1", "D1:2", "D1:3"]).await.unwrap();
     let store = txn.commit().await.unwrap();
     assert_eq!(store.graph("conv-g").await.unwrap().as_ref(), Some(&graph));
@@ -255,14 +255,14 @@ async fn graph_round_trips_and_is_replaced_and_removed_with_its_conversation() {
     let reopened = Store::open(dir.path()).await.unwrap();
     assert_eq!(reopened.graph("conv-g").await.unwrap().as_ref(), Some(&graph));
 
-    let mut txn = Writer::acquire(dir.path()).expect("lock").begin().await.unwrap();
+    let mut txn = Writer::acquire(dir.path()).await.expect("lock").begin().await.unwrap();
     let smaller = small_graph(3);
     let smaller = Graph { edges: smaller.edges[..2].to_vec(), ..smaller };
     txn.put_graph("conv-g", &smaller, &["D1:1", "D1:2", "D1:3"]).await.unwrap();
     let store = txn.commit().await.unwrap();
     assert_eq!(store.graph("conv-g").await.unwrap().unwrap().edges.len(), 2, "replaced, not appended");
 
-    let mut txn = Writer::acquire(dir.path()).expect("lock").begin().await.unwrap();
+    let mut txn = Writer::acquire(dir.path()).await.expect("lock").begin().await.unwrap();
     let wrong = txn.put_graph("conv-g", &graph, &["D1:1"]).await.unwrap_err();
     assert!(wrong.to_string().contains("3 episodes in the graph, 1 given"), "{wrong}");
     txn.remove_conversation("conv-g").await.unwrap();
@@ -283,11 +283,11 @@ async fn node_embeddings_are_listed_and_stores_with_fixed_size_ones_still_read_a
     let ids_a: Vec<&str> = ids_a.iter().map(String::as_str).collect();
     let ids_b: Vec<&str> = ids_b.iter().map(String::as_str).collect();
     let (graph_a, graph_b) = (small_graph(40), small_graph(3));
-    let mut txn = Writer::acquire(old.path()).expect("lock").begin().await.unwrap();
+    let mut txn = Writer::acquire(old.path()).await.expect("lock").begin().await.unwrap();
     txn.put_graphs_laid_out(&[("conv-a", &graph_a, &ids_a)], Some(true)).await.unwrap();
     txn.commit().await.unwrap();
     // Appended to in its own layout (a list batch would not match its schema), and read.
-    let mut txn = Writer::acquire(old.path()).expect("lock").begin().await.unwrap();
+    let mut txn = Writer::acquire(old.path()).await.expect("lock").begin().await.unwrap();
     txn.put_graph("conv-b", &graph_b, &ids_b).await.unwrap();
     let store = txn.commit().await.unwrap();
     assert_eq!(store.graph("conv-a").await.unwrap().as_ref(), Some(&graph_a));
@@ -295,7 +295,7 @@ async fn node_embeddings_are_listed_and_stores_with_fixed_size_ones_still_read_a
     // A new store lists them: an episode's row holds no values.
     let new = tempfile::tempdir().unwrap();
     write(new.path(), &a, 0).await;
-    let mut txn = Writer::acquire(new.path()).expect("lock").begin().await.unwrap();
+    let mut txn = Writer::acquire(new.path()).await.expect("lock").begin().await.unwrap();
     txn.put_graph("conv-a", &graph_a, &ids_a).await.unwrap();
     let store = txn.commit().await.unwrap();
     assert_eq!(store.graph("conv-a").await.unwrap().as_ref(), Some(&graph_a));
@@ -333,7 +333,7 @@ async fn many_conversations_are_written_and_removed_in_one_write_each() {
     let store = write(dir.path(), &b, 1).await;
     let mut eps = store.episodes("b").await.unwrap();
     // Episodes appended as stored rows, to two conversations at once.
-    let mut txn = Writer::acquire(dir.path()).expect("lock").begin().await.unwrap();
+    let mut txn = Writer::acquire(dir.path()).await.expect("lock").begin().await.unwrap();
     let mut extra = eps[0].clone();
     extra.turn_id = "D9:1".into();
     extra.position = 2;
@@ -354,7 +354,7 @@ async fn many_conversations_are_written_and_removed_in_one_write_each() {
     assert_eq!(store.graph("b").await.unwrap().as_ref(), Some(&gb));
     let mut bad = eps[0].clone();
     bad.embedding.pop();
-    let mut txn = Writer::acquire(dir.path()).expect("lock").begin().await.unwrap();
+    let mut txn = Writer::acquire(dir.path()).await.expect("lock").begin().await.unwrap();
     let err = txn.append_episode_rows(&[&bad]).await.unwrap_err().to_string();
     assert!(err.contains("383 embedding values"), "{err}");
     // One removal of both, from the tables named only.
@@ -405,7 +405,7 @@ async fn abandoned_write_is_invisible_and_rolled_back_by_the_next() {
     let dir = tempfile::tempdir().expect("tempdir");
     write(dir.path(), &conversation("a", 4), 0).await;
     {
-        let mut txn = Writer::acquire(dir.path()).expect("lock").begin().await.expect("begin");
+        let mut txn = Writer::acquire(dir.path()).await.expect("lock").begin().await.expect("begin");
         txn.remove_conversation("a").await.expect("remove");
         let c = conversation("zz", 6);
         let turns: Vec<&Turn> = c.turns().collect();
@@ -427,7 +427,7 @@ async fn a_store_keeps_the_form_its_turns_were_embedded_in_and_refuses_another()
     // An empty store takes any form; the first write records it.
     let empty = Store::open(dir.path()).await.expect("empty");
     assert!(empty.check_embedded_text(EmbedText::Speaker).is_ok());
-    let mut txn = Writer::acquire(dir.path()).expect("lock").begin().await.expect("begin");
+    let mut txn = Writer::acquire(dir.path()).await.expect("lock").begin().await.expect("begin");
     txn.embed_as(EmbedText::Speaker).expect("an empty store takes it");
     let c = conversation("a", 3);
     let turns: Vec<&Turn> = c.turns().collect();
@@ -443,7 +443,7 @@ async fn a_store_keeps_the_form_its_turns_were_embedded_in_and_refuses_another()
         err.contains("embedded as 'speaker'") && err.contains("say 'bare'") && err.contains("--embed-text speaker"),
         "{err}"
     );
-    let mut txn = Writer::acquire(dir.path()).expect("lock").begin().await.expect("begin");
+    let mut txn = Writer::acquire(dir.path()).await.expect("lock").begin().await.expect("begin");
     assert!(txn.embed_as(EmbedText::Bare).is_err());
     txn.embed_as(EmbedText::Speaker).expect("its own form");
     drop(txn);
@@ -455,7 +455,7 @@ async fn a_store_keeps_the_form_its_turns_were_embedded_in_and_refuses_another()
     let store = Store::open(dir.path()).await.expect("an older manifest");
     assert_eq!(store.embedded_text(), EmbedText::Bare);
     assert!(store.check_embedded_text(EmbedText::Speaker).is_err());
-    let mut txn = Writer::acquire(dir.path()).expect("lock").begin().await.expect("begin");
+    let mut txn = Writer::acquire(dir.path()).await.expect("lock").begin().await.expect("begin");
     txn.embed_as(EmbedText::Bare).expect("its own form");
     txn.commit().await.expect("commit");
     let manifest = std::fs::read_to_string(dir.path().join("myelin.json")).expect("manifest");
@@ -476,26 +476,26 @@ async fn unknown_conversation_and_foreign_directory_are_errors() {
 #[tokio::test]
 async fn a_second_writer_is_refused_while_the_first_lives_and_admitted_after() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let first = Writer::acquire(dir.path()).expect("first");
+    let first = Writer::acquire(dir.path()).await.expect("first");
     // flock locks belong to an open file, so a second handle in this very process is
     // refused as another process would be, and a transaction of the first keeps it held.
     let txn = first.begin().await.expect("begin");
     drop(first);
-    let err = Writer::acquire(dir.path()).expect_err("second").to_string();
+    let err = Writer::acquire(dir.path()).await.expect_err("second").to_string();
     assert!(err.contains("being written by another process"), "{err}");
     assert!(err.contains(&format!("pid {}", std::process::id())), "names the holder: {err}");
     assert!(err.contains(&dir.path().display().to_string()), "names the store: {err}");
     drop(txn);
-    let again = Writer::acquire(dir.path()).expect("free once the holder is gone");
+    let again = Writer::acquire(dir.path()).await.expect("free once the holder is gone");
     let store = again.begin().await.expect("begin").commit().await.expect("commit");
     assert_eq!(store.generation(), 1);
 }
 
-#[test]
-fn a_foreign_directory_is_not_locked_or_written() {
+#[tokio::test]
+async fn a_foreign_directory_is_not_locked_or_written() {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("notes.txt"), "x").expect("write");
-    let err = Writer::acquire(dir.path()).expect_err("foreign").to_string();
+    let err = Writer::acquire(dir.path()).await.expect_err("foreign").to_string();
     assert!(err.contains("not a Myelin store"), "{err}");
     assert!(!dir.path().join(LOCK_FILE).exists());
 }
@@ -515,7 +515,7 @@ async fn metadata_round_trips_and_a_store_without_its_column_gains_it_on_its_nex
     let rows: Vec<EpisodeRow> = turns.iter().map(|t| EpisodeRow::of_turn("conv-a", 1, t)).collect();
     let full = episode_batch(&rows, vectors(3, 0)).unwrap();
     let old = full.project(&(0..full.num_columns() - 2).collect::<Vec<_>>()).unwrap();
-    let writer = Writer::acquire(dir.path()).expect("lock");
+    let writer = Writer::acquire(dir.path()).await.expect("lock");
     let mut txn = writer.begin().await.unwrap();
     txn.append(Table::Episodes, old).await.unwrap();
     txn.put_conversation(&c, "test").await.unwrap();
@@ -569,7 +569,7 @@ async fn metadata_round_trips_and_a_store_without_its_column_gains_it_on_its_nex
 async fn a_store_is_born_with_its_manifest_and_one_that_lost_it_is_refused_untouched() {
     let dir = tempfile::tempdir().unwrap();
     let manifest = dir.path().join(MANIFEST_FILE);
-    let writer = Writer::acquire(dir.path()).expect("lock");
+    let writer = Writer::acquire(dir.path()).await.expect("lock");
     assert!(manifest.exists(), "an empty directory becomes a store with its manifest");
     assert_eq!(Store::open(dir.path()).await.unwrap().generation(), 0);
     let c = conversation("conv-a", 3);
@@ -585,7 +585,7 @@ async fn a_store_is_born_with_its_manifest_and_one_that_lost_it_is_refused_untou
     std::fs::remove_file(&manifest).unwrap();
     let errors = [
         Store::open(dir.path()).await.expect_err("reader").to_string(),
-        Writer::acquire(dir.path()).expect_err("writer").to_string(),
+        Writer::acquire(dir.path()).await.expect_err("writer").to_string(),
     ];
     for err in errors {
         assert!(err.contains("manifest myelin.json is missing") && err.contains(".lance'"), "{err}");

@@ -1,11 +1,12 @@
 //! Writing: the right to write a store, one [`Writer`] per store for the life of a process (an
-//! `flock` on `.myelin.lock` that the kernel releases when the process dies), and a write,
-//! [`WriteTxn`], which appends new Lance versions of the datasets it changes and commits
-//! them all at once by renaming the manifest; the history of the serving API. It must not
+//! `flock` on `.myelin.lock` that the kernel releases when the process dies; a lease object on
+//! an object store), and a write, [`WriteTxn`], which appends new Lance versions of the
+//! datasets it changes and commits them all at once by replacing the manifest (a rename; a
+//! conditional put); the history of the serving API. It must not
 //! decide what to write (callers hand it conversations, graphs, episodes).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use arrow_array::builder::{ListBuilder, StringBuilder};
@@ -18,6 +19,8 @@ use chrono::Utc;
 use lance::Dataset;
 use lance::dataset::{WriteMode, WriteParams};
 
+use super::lease::Lease;
+use super::location::{At, Location};
 use super::manifest::*;
 use super::open::*;
 use super::rows::*;
@@ -27,79 +30,151 @@ use crate::embed::EMBEDDING_DIM;
 use crate::error::{Error, Result};
 use crate::graph::{BuilderState, Edge, Graph, NodeRef};
 
-/// The right to write one store: an exclusive OS lock (`flock` on `.myelin.lock`) that a writing
-/// process (serve, mcp, ingest, a library `Service`) takes once and holds for as long as it may
-/// write. Whoever keeps state derived from the store (the serving API's scopes) must hold it for
-/// that state's whole life, so that no other view of the store can commit meanwhile. The kernel
-/// releases the lock when the process dies, so a crash never leaves a stale lock; a second
-/// writer, in this process or another, gets [`Error::Locked`] naming the holder. Readers take
-/// no lock.
+/// The right to write one store, which a writing process (serve, mcp, ingest, a library
+/// `Service`) takes once and holds for as long as it may write. Whoever keeps state derived
+/// from the store (the serving API's scopes) must hold it for that state's whole life, so that
+/// no other view of the store can commit meanwhile. A second writer, in this process or
+/// another, gets [`Error::Locked`] naming the holder. Readers take no lock.
+///
+/// On a local disk it is an exclusive OS lock (`flock` on `.myelin.lock`), which the kernel
+/// releases when the process dies, so a crash never leaves a stale lock. On an object store,
+/// where no lock reaches across machines, it is a lease object (`.myelin.lease`, see
+/// `lease.rs`): renewed while held, given back when the last handle goes, taken by the next
+/// writer once it runs out if its holder died.
 #[derive(Debug, Clone)]
 pub struct Writer {
-    pub(super) root: PathBuf,
-    /// The locked file; the lock lasts while any clone of this handle does.
-    pub(super) _lock: Arc<std::fs::File>,
+    pub(super) root: Location,
+    /// The lock or lease; held while any clone of this handle is.
+    hold: Arc<Hold>,
+    /// On an object store, the manifest's version as this writer last read or committed it:
+    /// a transaction that finds another begins nothing (see [`Writer::begin`]).
+    last: Arc<std::sync::Mutex<ManifestVersion>>,
+}
+
+#[derive(Debug)]
+enum Hold {
+    File(#[allow(dead_code)] std::fs::File),
+    Lease(Lease),
+}
+
+/// Who this process is, for the error a later writer gets.
+fn holder() -> String {
+    let command: Vec<String> = std::env::args().collect();
+    let mut host = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; the name is NUL-terminated within it or cut.
+    let named = unsafe { libc::gethostname(host.as_mut_ptr().cast(), host.len()) } == 0;
+    let host = if named {
+        let end = host.iter().position(|&b| b == 0).unwrap_or(host.len());
+        String::from_utf8_lossy(&host[..end]).into_owned()
+    } else {
+        "an unnamed host".into()
+    };
+    format!("pid {} ({}) on {host}, since {}", std::process::id(), command.join(" "), Utc::now().to_rfc3339())
+}
+
+/// Takes `dir`'s `flock`, naming this process in the lock file.
+fn lock_dir(root: &Location, dir: &Path) -> Result<std::fs::File> {
+    use std::io::{Read, Seek, Write};
+    let lock_path = dir.join(LOCK_FILE);
+    let mut lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| Error::io(&lock_path, e))?;
+    match lock.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            // The holder writes its name right after locking: it may not be there yet.
+            let _ = lock.read_to_string(&mut holder);
+            let holder = holder.trim();
+            return Err(Error::Locked {
+                path: root.to_path_buf(),
+                holder: if holder.is_empty() {
+                    "a process that has not named itself yet".into()
+                } else {
+                    holder.into()
+                },
+            });
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(&lock_path, e)),
+    }
+    let name = format!("{}\n", holder());
+    lock.set_len(0)
+        .and_then(|()| lock.rewind())
+        .and_then(|()| lock.write_all(name.as_bytes()))
+        .map_err(|e| Error::io(&lock_path, e))?;
+    Ok(lock)
 }
 
 impl Writer {
-    /// Takes the writer lock of the store at `root` (creating the directory), or fails at once
-    /// with [`Error::Locked`] if another writer holds it. The lock file then names this
-    /// process, for the error a later writer gets.
-    pub fn acquire(root: &Path) -> Result<Writer> {
-        use std::io::{Read, Seek, Write};
-        std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
-        check_unborn(root)?;
-        let lock_path = root.join(LOCK_FILE);
-        let mut lock = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| Error::io(&lock_path, e))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                let mut holder = String::new();
-                // The holder writes its name right after locking: it may not be there yet.
-                let _ = lock.read_to_string(&mut holder);
-                let holder = holder.trim();
-                return Err(Error::Locked {
-                    path: root.to_path_buf(),
-                    holder: if holder.is_empty() {
-                        "a process that has not named itself yet".into()
-                    } else {
-                        holder.into()
-                    },
-                });
+    /// Takes the right to write the store at `root` (a directory, created if need be, or a
+    /// [`Location`] on an object store), or fails at once with [`Error::Locked`] if another
+    /// writer holds it.
+    pub async fn acquire(root: impl Into<Location>) -> Result<Writer> {
+        let root = root.into();
+        let hold = match root.at() {
+            At::Dir(dir) => {
+                std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+                check_unborn(&root).await?;
+                Hold::File(lock_dir(&root, dir)?)
             }
-            Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(&lock_path, e)),
-        }
-        let command: Vec<String> = std::env::args().collect();
-        let name = format!("pid {} ({}), since {}\n", std::process::id(), command.join(" "), Utc::now().to_rfc3339());
-        lock.set_len(0)
-            .and_then(|()| lock.rewind())
-            .and_then(|()| lock.write_all(name.as_bytes()))
-            .map_err(|e| Error::io(&lock_path, e))?;
+            At::Remote(remote) => {
+                check_unborn(&root).await?;
+                Hold::Lease(Lease::take(&root, remote, holder()).await?)
+            }
+        };
         // A store is born with its manifest, before any dataset: from then on a directory
         // with datasets and no manifest is damage (refused), never an empty store to write.
-        if read_manifest(root)?.is_none() {
-            check_unborn(root)?;
-            write_manifest(root, &StoreManifest::empty(), false)?;
-        }
-        Ok(Writer { root: root.to_path_buf(), _lock: Arc::new(lock) })
+        let last = match read_manifest(&root).await? {
+            Some((_, version)) => version,
+            None => {
+                check_unborn(&root).await?;
+                write_manifest(&root, &StoreManifest::empty(), false, &None).await?
+            }
+        };
+        Ok(Writer { root, hold: Arc::new(hold), last: Arc::new(std::sync::Mutex::new(last)) })
     }
 
-    /// The store directory.
-    pub fn root(&self) -> &Path {
+    /// Where the store lives.
+    pub fn root(&self) -> &Location {
         &self.root
+    }
+
+    /// Whether this writer may still commit: always on a local disk; on an object store, while
+    /// its lease is neither run out nor taken.
+    pub fn check(&self) -> Result<()> {
+        match &*self.hold {
+            Hold::File(_) => Ok(()),
+            Hold::Lease(lease) => lease.check(),
+        }
     }
 
     /// Starts a write transaction on the store as last committed. Nothing is visible to
     /// readers before [`WriteTxn::commit`].
+    ///
+    /// On an object store, a transaction begins only on the manifest this writer last read or
+    /// committed: one that another writer committed meanwhile (a predecessor that stalled past
+    /// its lease and committed late) is refused, so that no state this writer derived from the
+    /// store (the serving API's scopes) is built upon; restarting the writer reads it afresh.
     pub async fn begin(&self) -> Result<WriteTxn> {
         let store = Store::open(&self.root).await?;
-        Ok(WriteTxn { store, _writer: self.clone(), fresh: BTreeMap::new(), metas: BTreeMap::new() })
+        if matches!(self.root.at(), At::Remote(_)) {
+            let last = self.last.lock().map_err(|_| Error::Batch("writer state poisoned".into()))?.clone();
+            if store.manifest_version != last {
+                return Err(Error::Store {
+                    path: self.root.to_path_buf(),
+                    message: format!(
+                        "another writer committed (generation {}) since this writer took the store; nothing \
+                         is written: restart this writer to read the store as committed",
+                        store.generation()
+                    ),
+                });
+            }
+        }
+        Ok(WriteTxn { store, writer: self.clone(), fresh: BTreeMap::new(), metas: BTreeMap::new() })
     }
 }
 
@@ -108,7 +183,7 @@ impl Writer {
 pub struct WriteTxn {
     pub(super) store: Store,
     /// Held for the transaction's life (and by its owner for longer).
-    pub(super) _writer: Writer,
+    pub(super) writer: Writer,
     /// Tables already brought to the pinned state (restored) in this transaction.
     pub(super) fresh: BTreeMap<Table, Dataset>,
     /// The [`Table::Graphs`] row of every graph this transaction wrote, written at commit.
@@ -194,7 +269,8 @@ impl WriteTxn {
             }
             None => {
                 // Never committed: a dataset left by an abandoned first write is overwritten.
-                let params = WriteParams { mode: WriteMode::Overwrite, ..WriteParams::default() };
+                let params =
+                    WriteParams { mode: WriteMode::Overwrite, session: Some(session()), ..WriteParams::default() };
                 let ds = Dataset::write(reader, uri(&self.store.root, table)?.as_str(), Some(params)).await?;
                 self.fresh.insert(table, ds);
             }
@@ -599,7 +675,8 @@ impl WriteTxn {
     }
 
     /// Makes every change visible at once by replacing `myelin.json` atomically, and returns
-    /// the store as committed.
+    /// the store as committed. Refused, with nothing committed, once the writer's lease is lost
+    /// ([`Writer::check`]) or when another writer committed since this transaction began.
     pub async fn commit(mut self) -> Result<Store> {
         let metas = std::mem::take(&mut self.metas);
         if !metas.is_empty() {
@@ -616,10 +693,14 @@ impl WriteTxn {
         }
         manifest.generation += 1;
         manifest.updated_at = Utc::now();
-        write_manifest(&root, &manifest, true)?;
+        self.writer.check()?;
+        let manifest_version = write_manifest(&root, &manifest, true, &self.store.manifest_version).await?;
+        if let Ok(mut last) = self.writer.last.lock() {
+            last.clone_from(&manifest_version);
+        }
         // Tables written in this transaction at their new versions; the others as they were.
         let mut tables = std::mem::take(&mut self.store.tables);
         tables.append(&mut self.fresh);
-        Ok(Store { root, manifest, tables })
+        Ok(Store { root, manifest, manifest_version, tables })
     }
 }

@@ -20,6 +20,7 @@ mod gnn;
 mod gpu;
 mod peer;
 mod retrieve;
+mod s3;
 mod scale;
 mod serve;
 mod tidy;

@@ -640,7 +640,7 @@ fn mcp_on_stdio_lists_its_tools_and_adds_searches_lists_deletes() {
 fn the_blocking_facade_runs_the_library_without_a_server() {
     use myelin::serve::{BlockingService, Message, Page, Scope, SearchRequest};
     let dir = tempfile::tempdir().expect("tempdir");
-    let service = BlockingService::open(&dir.path().join("store"), myelin::config::Config::default()).expect("open");
+    let service = BlockingService::open(dir.path().join("store"), myelin::config::Config::default()).expect("open");
     let alice = Scope::user("alice");
     let message = |text: &str| Message::new("user", text);
     let added = service
@@ -1378,7 +1378,7 @@ fn an_expired_memory_awaiting_the_sweep_is_neither_read_nor_updated() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut config = myelin::config::Config::default();
     config.serve.expiry_sweep_ms = 3_600_000;
-    let service = BlockingService::open(&dir.path().join("store"), config).expect("open");
+    let service = BlockingService::open(dir.path().join("store"), config).expect("open");
     let expires = chrono::DateTime::from_timestamp(chrono::Utc::now().timestamp() + 3, 0).expect("a time");
     let message = Message { expires_at: Some(expires), ..Message::new("user", "My locker code is 4417.") };
     let id = service.add(&Scope::user("u"), vec![message]).expect("add")[0].id.clone();

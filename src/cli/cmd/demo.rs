@@ -4,7 +4,7 @@
 //! Owns the demo's steps and its choice of what an answer shows (what a search hands over, the
 //! best five). Must not format output.
 
-use std::path::Path;
+use myelin::store::Location;
 use std::time::Instant;
 
 use myelin::config::Config;
@@ -35,7 +35,7 @@ const SHOWN: usize = 5;
 
 /// Answers the questions of `conversations` with the default mode: for each, what it hands
 /// over (a rejected result's few closest, marked weak), the best five in rank order.
-async fn answer(store_dir: &Path, config: &Config, conversations: &[String]) -> anyhow::Result<()> {
+async fn answer(store_dir: &Location, config: &Config, conversations: &[String]) -> anyhow::Result<()> {
     let store = Store::open(store_dir).await?;
     let embedder = load_embedder(config)?;
     let mut analyzer = Analyzer::new()?;

@@ -4,7 +4,7 @@
 //! Owns the command's steps and its files. Must not compute a figure (`myelin::eval` does) nor
 //! format a table (render does).
 
-use std::path::Path;
+use myelin::store::Location;
 use std::time::Instant;
 
 use anyhow::Context;
@@ -45,7 +45,7 @@ pub fn run(args: EvalArgs, mut config: Config, g: &Globals) -> anyhow::Result<()
 }
 
 async fn eval(
-    store_dir: &Path,
+    store_dir: &Location,
     config: &Config,
     args: &EvalArgs,
     options: &EvalOptions,
@@ -89,7 +89,7 @@ async fn eval(
 /// [`prepare`]s the inputs, a progress bar counting the turns ingested and a note on stderr
 /// for each step that writes the store (also `myelin train-gnn`'s).
 pub async fn prepare_noting(
-    store_dir: &Path,
+    store_dir: &Location,
     inputs: Inputs<'_>,
     embedder: &Embedder,
     config: &Config,

@@ -4,6 +4,7 @@
 //! Owns loading the memory and embedding the questions. Must not measure anything itself
 //! (`myelin::bench::index_bench` does) nor format the table (render does).
 
+use myelin::store::Location;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -27,7 +28,7 @@ pub fn run(args: IndexBenchArgs, mut config: Config, g: &Globals) -> anyhow::Res
 }
 
 async fn index_bench(
-    store_dir: &Path,
+    store_dir: &Location,
     config: &Config,
     conversation: &str,
     sources: &[PathBuf],

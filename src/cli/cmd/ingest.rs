@@ -3,7 +3,7 @@
 //! Owns the command's steps and the progress bar of an ingest (also `myelin demo`'s). Must not
 //! read formats or write the store itself (`myelin::ingest` does) nor format the summary.
 
-use std::path::Path;
+use myelin::store::Location;
 use std::time::Instant;
 
 use myelin::config::Config;
@@ -25,7 +25,7 @@ pub fn run(args: IngestArgs, mut config: Config, g: &Globals) -> anyhow::Result<
 /// Loads the model and ingests `input` into `store`, a progress bar counting its turns;
 /// `started` is when reading the input began.
 pub async fn ingest(
-    store: &Path,
+    store: &Location,
     input: LoadedInput,
     config: &Config,
     quiet: bool,
@@ -35,6 +35,6 @@ pub async fn ingest(
     let progress = render::progress_bar(quiet, "turns")?;
     let summary = ingest_loaded(store, input, &embedder, config, &progress, started)
         .await
-        .map_err(|e| myelin::Error::ingest(store, e))?;
+        .map_err(|e| myelin::Error::ingest(store.to_path_buf(), e))?;
     Ok(summary)
 }

@@ -3,7 +3,7 @@
 //!
 //! Owns the command's steps and their timing. Must not format the answer (render does).
 
-use std::path::Path;
+use myelin::store::Location;
 use std::time::Instant;
 
 use myelin::config::Config;
@@ -25,7 +25,7 @@ pub fn run(args: QueryArgs, mut config: Config, g: &Globals) -> anyhow::Result<(
 }
 
 async fn query(
-    store_dir: &Path,
+    store_dir: &Location,
     config: &Config,
     conversation: &str,
     question: &str,

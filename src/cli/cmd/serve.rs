@@ -5,6 +5,7 @@
 //! token file (also `myelin load`'s), the listener and the shutdown signal. Must not answer a
 //! route itself (`myelin::serve::http` does).
 
+use myelin::store::Location;
 use std::io::Write;
 use std::path::Path;
 
@@ -34,7 +35,7 @@ pub fn run(args: ServeArgs, mut config: Config, g: &Globals) -> anyhow::Result<(
 }
 
 /// The serving API over `store`: its one writer, or a reader that follows the writer's commits.
-pub async fn open_service(store: &Path, config: Config, read_only: bool) -> myelin::Result<Service> {
+pub async fn open_service(store: &Location, config: Config, read_only: bool) -> myelin::Result<Service> {
     if read_only { Service::open_read_only(store, config).await } else { Service::open(store, config).await }
 }
 

@@ -3,7 +3,7 @@
 //!
 //! Owns opening the store read-only for it. Must not format the table (render does).
 
-use std::path::Path;
+use myelin::store::Location;
 
 use myelin::store::Store;
 
@@ -16,7 +16,7 @@ pub fn run(args: StatsArgs, g: &Globals) -> anyhow::Result<()> {
 }
 
 /// Prints what the store at `store_dir` holds (also the end of `myelin demo`).
-pub async fn show(store_dir: &Path, json: bool) -> anyhow::Result<()> {
+pub async fn show(store_dir: &Location, json: bool) -> anyhow::Result<()> {
     let store = Store::open(store_dir).await?;
     let info = store.info().await?;
     let conversations = store.conversations().await?;

@@ -4,7 +4,7 @@
 //! Owns the command's steps and its files. Must not train (`myelin::gnn::train` does) nor
 //! format the card's table (render does).
 
-use std::path::Path;
+use myelin::store::Location;
 use std::time::Instant;
 
 use anyhow::Context;
@@ -29,7 +29,7 @@ pub fn run(args: TrainGnnArgs, mut config: Config, g: &Globals) -> anyhow::Resul
 }
 
 async fn train_gnn(
-    store_dir: &Path,
+    store_dir: &Location,
     config: &Config,
     args: &TrainFlags,
     options: TrainOptions,

@@ -14,7 +14,9 @@ use crate::cli::render;
 pub fn run(args: WriteBenchArgs, mut config: Config, g: &Globals) -> anyhow::Result<()> {
     args.tuning.apply(&mut config)?;
     args.serving.apply(&mut config)?;
-    let store = &g.store;
+    let Some(store) = g.store.as_dir() else {
+        anyhow::bail!("write-bench measures a store on this machine's disk; --store {} is not a directory", g.store)
+    };
     anyhow::ensure!(
         !store.exists(),
         "write-bench fills a fresh store and {} exists: pass --store with a new path",

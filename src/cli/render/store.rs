@@ -2,11 +2,9 @@
 //!
 //! Must not compute what it shows (see [`super`]).
 
-use std::path::Path;
-
 use myelin::pipeline::{IngestSummary, StoreCheck};
 use myelin::prepare::Step;
-use myelin::store::{ConversationSummary, StoreInfo};
+use myelin::store::{ConversationSummary, Location, StoreInfo};
 
 use super::{json, table};
 
@@ -107,9 +105,9 @@ pub fn check(c: &StoreCheck, as_json: bool) -> anyhow::Result<()> {
 }
 
 /// The note on stderr for a step of `prepare` that writes the store.
-pub fn prepare_step(store: &Path, step: Step<'_>) {
+pub fn prepare_step(store: &Location, step: Step<'_>) {
     match step {
-        Step::Ingesting(n) => eprintln!("ingesting {n} conversations not yet in {}", store.display()),
+        Step::Ingesting(n) => eprintln!("ingesting {n} conversations not yet in {store}"),
         Step::BuiltGraphs(ids) => eprintln!("built the memory graph of {} conversations", ids.len()),
     }
 }
