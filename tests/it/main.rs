@@ -22,4 +22,5 @@ mod peer;
 mod retrieve;
 mod scale;
 mod serve;
+mod shard;
 mod tidy;
