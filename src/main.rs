@@ -105,6 +105,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Demo => cmd::demo::run(config, &g),
         Command::Query(args) => cmd::query::run(args, config, &g),
         Command::Eval(args) => cmd::eval::run(args, config, &g),
+        Command::EvalMerge(args) => cmd::eval_merge::run(args),
         Command::Serve(args) => cmd::serve::run(args, config, &g),
         Command::Load(args) => cmd::load::run(args, config, &g),
         Command::WriteBench(args) => cmd::write_bench::run(args, config, &g),

@@ -1,6 +1,7 @@
 //! Making a store ready for a run over some inputs (`myelin eval`, `myelin train-gnn`): read
 //! the inputs, keep the conversations asked for, ingest those the store does not hold yet, and
-//! build the graphs the store lacks.
+//! build the graphs the store lacks; or, for a run that may not write (a shard of `eval`),
+//! the same selection checked against what the store holds.
 //!
 //! Owns that selection and its order of steps; the ingest itself is [`crate::pipeline`]'s.
 //! Must not print: what it did is told through its callback and its return value.
@@ -49,8 +50,50 @@ pub async fn prepare(
     mut step: impl FnMut(Step<'_>),
 ) -> Result<Vec<String>> {
     let store_root = &store_root.into();
-    let Inputs { paths, only, expected } = inputs;
     let started = Instant::now();
+    let (ids, mut input) = select(inputs, config)?;
+    let stored = stored_ids(store_root).await?;
+    input.conversations.retain(|(c, _)| !stored.contains(&c.id));
+    if !input.conversations.is_empty() {
+        step(Step::Ingesting(input.conversations.len()));
+        ingest_loaded(store_root, input, embedder, config, progress, started)
+            .await
+            .map_err(|e| Error::ingest(store_root.to_path_buf(), e))?;
+    }
+    let built = build_missing_graphs(store_root, embedder, &config.graph).await?;
+    if !built.is_empty() {
+        step(Step::BuiltGraphs(&built));
+    }
+    Ok(ids)
+}
+
+/// The ids [`prepare`] would return, without writing anything: the store at `store_root` must
+/// hold every conversation kept (a run that may not write, such as one shard of several
+/// running at once, needs it prepared first). A conversation without a graph is found when
+/// it is loaded.
+pub async fn prepared(store_root: impl Into<Location>, inputs: Inputs<'_>, config: &Config) -> Result<Vec<String>> {
+    let store_root = &store_root.into();
+    let (ids, _) = select(inputs, config)?;
+    let stored = stored_ids(store_root).await?;
+    let missing: Vec<&str> = ids.iter().filter(|id| !stored.contains(id)).map(String::as_str).collect();
+    if missing.is_empty() {
+        return Ok(ids);
+    }
+    Err(Error::Store {
+        path: store_root.to_path_buf(),
+        message: format!(
+            "holds {} of the {} conversations of this run, not {}: ingest them first",
+            ids.len() - missing.len(),
+            ids.len(),
+            missing.join(", ")
+        ),
+    })
+}
+
+/// Reads the inputs and keeps the conversations they ask for: their ids in input order, and
+/// the input read (only those conversations).
+fn select(inputs: Inputs<'_>, config: &Config) -> Result<(Vec<String>, LoadedInput)> {
+    let Inputs { paths, only, expected } = inputs;
     let names = || paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
     let mut input = LoadedInput::read(paths, &config.ingest)?;
     if let Some(expected) = expected
@@ -70,18 +113,11 @@ pub async fn prepare(
         }
         input.conversations.retain(|(c, _)| only.contains(&c.id));
     }
-    let ids: Vec<String> = input.conversations.iter().map(|(c, _)| c.id.clone()).collect();
-    let stored: Vec<String> = Store::open(store_root).await?.conversations().await?.into_iter().map(|c| c.id).collect();
-    input.conversations.retain(|(c, _)| !stored.contains(&c.id));
-    if !input.conversations.is_empty() {
-        step(Step::Ingesting(input.conversations.len()));
-        ingest_loaded(store_root, input, embedder, config, progress, started)
-            .await
-            .map_err(|e| Error::ingest(store_root.to_path_buf(), e))?;
-    }
-    let built = build_missing_graphs(store_root, embedder, &config.graph).await?;
-    if !built.is_empty() {
-        step(Step::BuiltGraphs(&built));
-    }
-    Ok(ids)
+    let ids = input.conversations.iter().map(|(c, _)| c.id.clone()).collect();
+    Ok((ids, input))
+}
+
+/// The ids of the conversations the store at `store_root` holds.
+async fn stored_ids(store_root: &Location) -> Result<Vec<String>> {
+    Ok(Store::open(store_root).await?.conversations().await?.into_iter().map(|c| c.id).collect())
 }

@@ -17,6 +17,7 @@ use clap::builder::{PossibleValue, TypedValueParser};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use myelin::config::Config;
 use myelin::eval::EvalOptions;
+use myelin::eval::shard::Shard;
 use myelin::gpu::Backend;
 use myelin::knowing::GateOptions;
 use myelin::reader::train::ReaderOptions;
@@ -81,6 +82,10 @@ pub enum Command {
     Query(QueryArgs),
     /// Run every question of a data set through the retrieval modes and compare them.
     Eval(EvalArgs),
+    /// Join the parts of an evaluation run in shards (`eval … --shard I/N --json part-I.json`)
+    /// into the report one process gives, figure for figure (timings apart); print its tables
+    /// and write its files.
+    EvalMerge(EvalMergeArgs),
     /// Serve the store over HTTP: add, search, list, get, delete memories in isolated scopes
     /// (mem0's routes under /v1; see the README).
     Serve(ServeArgs),
@@ -213,6 +218,49 @@ pub struct EvalArgs {
     /// modes as columns of their own; repeatable.
     #[arg(long)]
     pub peer: Vec<PathBuf>,
+    /// Evaluate only shard I of N of the conversations (I counted from 1: 1/3, 2/3, 3/3) and
+    /// write its part to `--json` for `myelin eval-merge` (which takes the plots and
+    /// per-question lines). The conversations go to the shards by question count, largest
+    /// first, each to the shard with the fewest questions so far (ties: by id; then the lowest
+    /// I), the same on every machine. A shard never writes the store: make it ready first
+    /// (`--prepare-only`).
+    #[arg(
+        long,
+        value_name = "I/N",
+        value_parser = parse_shard,
+        requires = "json",
+        conflicts_with_all = ["plot", "gate_plot", "per_question"]
+    )]
+    pub shard: Option<Shard>,
+    /// Only make the store ready for this run (ingest the conversations it lacks, build the
+    /// graphs it lacks), then stop: what a run in shards needs once before its shards start.
+    #[arg(long, conflicts_with_all = ["shard", "json", "plot", "gate_plot", "per_question"])]
+    pub prepare_only: bool,
+}
+
+/// `--shard`: the library's [`Shard`] and its message (clap names the flag and the value).
+fn parse_shard(text: &str) -> Result<Shard, String> {
+    text.parse().map_err(|e: myelin::Error| e.to_string())
+}
+
+#[derive(Args, Debug)]
+pub struct EvalMergeArgs {
+    /// The parts, one per shard, in any order (`eval … --shard I/N --json part-I.json`).
+    #[arg(required = true)]
+    pub parts: Vec<PathBuf>,
+    /// Write the merged report as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Draw recall@k against k per mode, one panel per group, to this SVG file.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// Draw the gate's two rates against its threshold, per mode whose confidences differ, to
+    /// this SVG file.
+    #[arg(long)]
+    pub gate_plot: Option<PathBuf>,
+    /// Write every reported question's result to this file, one JSON object per line.
+    #[arg(long)]
+    pub per_question: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]

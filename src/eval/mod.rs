@@ -5,15 +5,24 @@
 //! interface) that the binary prints as tables and can draw with [`plot`]. A peer's answers
 //! to the same questions ([`peer`]) are scored beside the modes by the same code.
 //!
+//! Two steps: [`measure`] runs the questions into a [`Run`] (`run.rs`: every question's outcome,
+//! each conversation's facts), and [`Run::report`] (`figures.rs`, the only place a figure is
+//! computed) makes the report of it. A [`shard`] of the conversations measures its own run;
+//! the shards' runs joined are the whole run, reported by the same code.
+//!
 //! This module must not ingest (the caller stores conversations first) nor print. The report's
 //! types are in `report.rs`, the unit tests in `tests.rs`.
 
+mod exact;
+mod figures;
 pub mod gate;
 pub mod peer;
 pub mod plot;
 pub mod rates;
 pub mod reader;
 mod report;
+pub mod run;
+pub mod shard;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
@@ -21,7 +30,6 @@ use std::time::Instant;
 use crate::progress::Progress;
 
 use crate::config::Config;
-use crate::conversation::ANSWERABLE_GROUP;
 use crate::embed::Embedder;
 use crate::error::{Error, Result};
 use crate::gnn::FeatureSet;
@@ -30,14 +38,19 @@ use crate::gpu::Backend;
 use crate::kind::Kind;
 use crate::pipeline::stored_memory;
 use crate::retrieve::bm25::Analyzer;
-use crate::retrieve::engine::{BatchReport, Engine};
+use crate::retrieve::engine::Engine;
 use crate::retrieve::{Gate, GnnRerank, LearnedGate, Memory, Mode, Query, Retrieval, RetrieveConfig, episode_index};
 use crate::store::Store;
+pub use figures::{latency, percentile};
 use peer::{PeerQuestion, PeerRuns, PeerTurn};
 pub use rates::auc;
 pub use report::{
     Backends, GateReport, GateUse, GnnUse, GroupReport, IndexUse, KindFound, KindsUse, Latency, Mean, ModeReport,
     NewestFirst, QuestionOutcome, QuestionResult, Report,
+};
+pub use run::Run;
+use run::{
+    ConversationRun, EmbedSettings, GnnModel, IndexTally, KindTally, Models, Outcome, Process, QuestionRun, Settings,
 };
 
 /// The k of the reported recall@k.
@@ -87,32 +100,6 @@ pub fn group_name(dataset: &str, category: &str) -> String {
         }
     }
     category.to_string()
-}
-
-/// What one question got in one mode.
-#[derive(Debug, Clone)]
-struct Outcome {
-    ranked: Vec<u32>,
-    /// The node that brought each returned episode.
-    via: Vec<u32>,
-    /// The gate's signal; none for a peer.
-    confidence: Option<f64>,
-    millis: f64,
-    tokens: usize,
-    /// Episodes the context budget hands over (the first of `ranked`), and their tokens.
-    handed: usize,
-    handed_tokens: usize,
-}
-
-#[derive(Debug, Clone)]
-struct Item {
-    memory: usize,
-    id: String,
-    group: String,
-    adversarial: bool,
-    gold: Vec<u32>,
-    calibration: bool,
-    outcomes: Vec<Outcome>,
 }
 
 /// A question ready to run, with its gold evidence.
@@ -245,8 +232,7 @@ pub fn training_examples(loaded: Loaded, set: FeatureSet) -> Result<Vec<Example>
 }
 
 /// Runs the evaluation over `conversations` of `store` (their graphs must exist) on the backend
-/// `gpu` chooses. On the GPU the synapse modes run as one batch over every conversation, and
-/// their latency is the batch's time divided by its questions.
+/// `gpu` chooses, and reports it ([`measure`], then [`Run::report`]).
 #[allow(clippy::too_many_arguments)]
 pub async fn evaluate(
     store: &Store,
@@ -257,93 +243,89 @@ pub async fn evaluate(
     options: &EvalOptions,
     progress: &dyn Progress,
 ) -> Result<Report> {
+    measure(store, dataset, conversations, embedder, config, options, progress).await?.report(options.per_question)
+}
+
+/// Runs every question of `conversations` of `store` (their graphs must exist) through the
+/// modes and the peers on the backend `gpu` chooses, and returns what it measured, no figure
+/// yet. On the GPU the synapse modes run as one batch over every conversation, and their
+/// latency is the batch's time divided by its questions.
+#[allow(clippy::too_many_arguments)]
+pub async fn measure(
+    store: &Store,
+    dataset: &str,
+    conversations: &[String],
+    embedder: &Embedder,
+    config: &Config,
+    options: &EvalOptions,
+    progress: &dyn Progress,
+) -> Result<Run> {
     if options.modes.is_empty() {
         return Err(Error::InvalidArgument("no retrieval mode to evaluate".into()));
     }
-    let Loaded { memories, questions, tokens: tokens_of, mut embed_ms } =
+    let Loaded { memories, questions, tokens: tokens_of, embed_ms } =
         load(store, dataset, conversations, embedder, config, progress).await?;
-    let (gpu, config) = (&config.gpu, &config.retrieve);
-    let mut items: Vec<Item> = Vec::with_capacity(questions.len());
+    let (gpu, rc) = (&config.gpu, &config.retrieve);
+    let mut runs: Vec<QuestionRun> = Vec::with_capacity(questions.len());
     let mut requests: Vec<(usize, Query)> = Vec::with_capacity(questions.len());
-    for q in questions {
-        items.push(Item {
-            memory: q.memory,
-            id: q.id.clone(),
+    for (q, embed_ms) in questions.into_iter().zip(embed_ms) {
+        let memory = &memories[q.memory];
+        runs.push(QuestionRun {
+            conversation: q.memory,
+            gold_turns: q.gold.iter().map(|&e| memory.episodes()[e as usize].turn_id.clone()).collect(),
+            calibration: options.calibrate && in_calibration_split(memory.conversation(), q.id.as_str()),
+            id: q.id,
             group: q.group,
             adversarial: q.adversarial,
             gold: q.gold,
-            calibration: options.calibrate && in_calibration_split(memories[q.memory].conversation(), q.id.as_str()),
-            outcomes: Vec::with_capacity(options.modes.len()),
+            embed_ms,
+            outcomes: Vec::with_capacity(options.modes.len() + options.peers.runs.len()),
         });
         requests.push((q.memory, q.query));
     }
-    let gnn = match memories.first() {
-        Some(m) if options.modes.contains(&Mode::SynapseGnn) => {
-            let model = GnnRerank(m.cx()).model()?;
-            let t = &model.card.training;
-            Some(GnnUse {
-                weights: model.source.clone(),
-                features: model.card.features,
-                weight: config.gnn.weight.unwrap_or(model.card.weight),
-                seen: conversations
-                    .iter()
-                    .filter(|c| t.train.conversations.contains(c) || t.val.conversations.contains(c))
-                    .cloned()
-                    .collect(),
-            })
-        }
-        _ => None,
-    };
-    let gate_use = GateUse {
-        gate: config.gate.as_str().to_string(),
-        model: (config.gate == Gate::Learned).then(|| {
-            config.gate_model.as_ref().map_or(crate::knowing::SHIPPED_NAME.to_string(), |p| p.display().to_string())
-        }),
-        seen: match memories.first() {
-            Some(m) if config.gate == Gate::Learned => {
-                let trained = &LearnedGate(m.cx()).model()?.model.training.conversations;
-                conversations.iter().filter(|c| trained.contains(c)).cloned().collect()
-            }
-            _ => Vec::new(),
-        },
-    };
-    let kinds = kinds_use(&memories, &items);
+    let (models, gnn_trained, gate_trained) = models(&memories, options, rc)?;
+    let mut facts = conversation_facts(&memories, &runs);
     let engine = Engine::new(memories, gpu)?;
     let refs: Vec<(usize, &Query)> = requests.iter().map(|(m, q)| (*m, q)).collect();
-    let index = if engine.choice().backend == Backend::Cpu { index_use(&engine.memories(), &refs) } else { None };
+    let mut index_build_ms = 0.0;
+    if engine.choice().backend == Backend::Cpu {
+        index_build_ms = index_use(&engine.memories(), &refs, &mut facts);
+    }
     let mut batched = BTreeMap::new();
     // What memory `m` returned (episodes best first) makes of one question; the budget cuts it
     // as it cuts every search.
-    let returned = |m: usize, episodes: &[u32], via: Vec<u32>, confidence: Option<f64>, millis: f64| {
+    let returned = |m: usize, episodes: &[u32], via: Vec<String>, confidence: Option<f64>, millis: f64| {
         let hit_tokens: Vec<usize> = episodes.iter().map(|&e| tokens_of[m][e as usize]).collect();
         let tokens = hit_tokens.iter().sum();
-        let handed =
-            Retrieval::budget_run(episodes.len(), config.max_context_tokens, hit_tokens.iter().map(|&t| Ok(t)))?;
+        let handed = Retrieval::budget_run(episodes.len(), rc.max_context_tokens, hit_tokens.iter().map(|&t| Ok(t)))?;
         let handed_tokens = hit_tokens[..handed].iter().sum();
         // Ranked by turn: a passage stands for the turn evidence names.
-        let turns = engine.memory(m)?.turns();
-        let ranked: Vec<u32> = episodes.iter().map(|&e| turns[e as usize]).collect();
-        Ok::<_, Error>(Outcome { ranked, via, confidence, millis, tokens, handed, handed_tokens })
+        let memory = engine.memory(m)?;
+        let ranked: Vec<u32> = episodes.iter().map(|&e| memory.turns()[e as usize]).collect();
+        let returned = ranked.iter().map(|&t| memory.episodes()[t as usize].turn_id.clone()).collect();
+        Ok::<_, Error>(Outcome { ranked, returned, via, confidence, millis, tokens, handed, handed_tokens })
     };
     for &mode in &options.modes {
         let outcome = |m: usize, r: &Retrieval, millis: f64| -> Result<Outcome> {
             let episodes: Vec<u32> = r.hits.iter().map(|h| h.episode).collect();
-            returned(m, &episodes, r.hits.iter().map(|h| h.node).collect(), Some(r.confidence as f64), millis)
+            let memory = engine.memory(m)?;
+            let via = r.hits.iter().map(|h| memory.node_name(h.node)).collect();
+            returned(m, &episodes, via, Some(r.confidence as f64), millis)
         };
         if engine.choice().backend == Backend::Gpu && mode.is_synapse() && !refs.is_empty() {
             let t0 = Instant::now();
             let (results, report) = engine.retrieve_batch(&refs, mode)?;
             let millis = t0.elapsed().as_secs_f64() * 1e3 / refs.len() as f64;
-            for ((item, r), &(m, _)) in items.iter_mut().zip(&results).zip(&refs) {
-                item.outcomes.push(outcome(m, r, millis)?);
+            for ((q, r), &(m, _)) in runs.iter_mut().zip(&results).zip(&refs) {
+                q.outcomes.push(outcome(m, r, millis)?);
             }
             batched.insert(mode.as_str().to_string(), report);
         } else {
-            for (item, &(m, q)) in items.iter_mut().zip(&refs) {
+            for (q, &(m, query)) in runs.iter_mut().zip(&refs) {
                 let t0 = Instant::now();
-                let r = engine.memory(m)?.retrieve(q, mode)?;
+                let r = engine.memory(m)?.retrieve(query, mode)?;
                 let millis = t0.elapsed().as_secs_f64() * 1e3;
-                item.outcomes.push(outcome(m, &r, millis)?);
+                q.outcomes.push(outcome(m, &r, millis)?);
             }
         }
     }
@@ -354,173 +336,161 @@ pub async fn evaluate(
         engine.memories().iter().map(|m| episode_index(m.episodes())).collect()
     };
     for k in 0..options.peers.runs.len() {
-        for item in items.iter_mut() {
-            let memory = engine.memory(item.memory)?;
+        for q in runs.iter_mut() {
+            let memory = engine.memory(q.conversation)?;
             let (episodes, millis) =
-                options.peers.episodes(k, memory, &episode_ids[item.memory], &item.id, config.top_k)?;
-            item.outcomes.push(returned(item.memory, &episodes, Vec::new(), None, millis)?);
+                options.peers.episodes(k, memory, &episode_ids[q.conversation], &q.id, rc.top_k)?;
+            q.outcomes.push(returned(q.conversation, &episodes, Vec::new(), None, millis)?);
         }
     }
-    // Where the learned rerank ran: the GPU's batches count theirs; a mode the CPU ranked
-    // reranks there.
-    let rerank = crate::embed::backend_name(
-        batched.values().map(|b: &BatchReport| b.reranked_on_gpu as u64).sum(),
-        batched.values().map(|b: &BatchReport| b.reranked_on_cpu as u64).sum(),
-    );
     let mut columns: Vec<String> = options.modes.iter().map(|m| m.as_str().to_string()).collect();
     columns.extend(options.peers.runs.iter().map(|(name, _)| name.clone()));
-    let (calibration, reported): (Vec<&Item>, Vec<&Item>) = items.iter().partition(|i| i.calibration);
-    let mut modes = BTreeMap::new();
-    let mut thresholds = Vec::with_capacity(options.modes.len());
-    for (m, &mode) in options.modes.iter().enumerate() {
-        let threshold = if options.calibrate {
-            calibrate(&calibration, m, options.max_false_refusal)
-        } else if reported.is_empty() {
-            None
-        } else {
-            match engine.memories().is_empty() {
-                false => engine.cx(0)?.rejection_threshold(mode)?.map(f64::from),
-                true => None,
-            }
-        };
-        thresholds.push(threshold);
-        let mut report = mode_report(&reported, m, threshold, config.top_k);
-        report.gpu_batch = batched.remove(mode.as_str());
-        modes.insert(mode.as_str().to_string(), report);
-    }
-    for (m, name) in columns.iter().enumerate().skip(options.modes.len()) {
-        if modes.contains_key(name) {
-            return Err(Error::InvalidArgument(format!("peer mode {name} is named twice")));
-        }
-        thresholds.push(None);
-        modes.insert(name.clone(), mode_report(&reported, m, None, config.top_k));
-    }
-    let per_question = if options.per_question {
-        {
-            let memories = engine.memories();
-            reported.iter().map(|item| question_result(item, &memories, &columns, &thresholds)).collect()
-        }
-    } else {
-        Vec::new()
-    };
-    Ok(Report {
-        dataset: dataset.to_string(),
-        conversations: conversations.to_vec(),
-        questions: reported.len(),
-        calibration_questions: calibration.len(),
-        top_k: config.top_k,
-        max_context_tokens: config.max_context_tokens,
-        tokenizer: TOKENIZER.to_string(),
-        query_embedding_ms: latency(&mut embed_ms),
-        backend: engine.choice().clone(),
-        backends: Backends {
+    let conversations = conversations
+        .iter()
+        .zip(facts)
+        .map(|(id, (kinds, labelled, index))| ConversationRun {
+            gnn_seen: gnn_trained.contains(id),
+            gate_seen: gate_trained.contains(id),
+            id: id.clone(),
+            kinds,
+            labelled,
+            index,
+        })
+        .collect();
+    Ok(Run {
+        settings: Settings {
+            dataset: dataset.to_string(),
+            columns,
+            modes: options.modes.len(),
+            calibrate: options.calibrate,
+            max_false_refusal: options.max_false_refusal,
+            tokenizer: TOKENIZER.to_string(),
+            gate: rc.gate.as_str().to_string(),
+            gate_model: (rc.gate == Gate::Learned).then(|| {
+                rc.gate_model.as_ref().map_or(crate::knowing::SHIPPED_NAME.to_string(), |p| p.display().to_string())
+            }),
+            backend: gpu.backend,
+            embed: EmbedSettings {
+                forward: config.embed.forward,
+                precision: config.embed.precision,
+                text: config.embed.text,
+                max_seq_len: config.embed.max_seq_len,
+            },
+            retrieve: rc.clone(),
+            archive: config.archive.clone(),
+        },
+        models,
+        process: Process {
+            backend: engine.choice().clone(),
             embed: embedder.backend().to_string(),
             rank: engine.choice().backend.as_str().to_string(),
-            rerank: rerank.to_string(),
+            batches: batched,
+            index_build_ms,
         },
-        modes,
-        mode_order: columns,
-        gnn,
-        gate: gate_use,
-        index,
-        kinds,
-        per_question,
+        conversations,
+        questions: runs,
     })
 }
 
-/// One reported question's result in every mode, by turn id.
-fn question_result(
-    item: &Item,
-    memories: &[&Memory],
-    columns: &[String],
-    thresholds: &[Option<f64>],
-) -> QuestionResult {
-    let memory = &memories[item.memory];
-    let turn = |e: &u32| memory.episodes()[*e as usize].turn_id.clone();
-    let modes = columns
+/// What the models give, read through the first memory (nothing without one), and the
+/// conversations the learned relevance and the learned gate were trained on.
+fn models(
+    memories: &[Memory],
+    options: &EvalOptions,
+    rc: &RetrieveConfig,
+) -> Result<(Models, Vec<String>, Vec<String>)> {
+    let Some(m) = memories.first() else { return Ok((Models::default(), Vec::new(), Vec::new())) };
+    let thresholds = options
+        .modes
         .iter()
-        .zip(&item.outcomes)
-        .zip(thresholds)
-        .map(|((mode, o), threshold)| {
-            let outcome = QuestionOutcome {
-                returned: o.ranked.iter().map(turn).collect(),
-                via: o.via.iter().map(|&n| memory.node_name(n)).collect(),
-                recall_10: (!item.gold.is_empty()).then(|| {
-                    let found = item.gold.iter().filter(|g| o.ranked.iter().take(10).any(|r| r == *g)).count();
-                    found as f64 / item.gold.len() as f64
-                }),
-                confidence: o.confidence,
-                rejected: threshold.zip(o.confidence).map(|(t, c)| c < t),
-            };
-            (mode.clone(), outcome)
-        })
-        .collect();
-    QuestionResult {
-        conversation: memory.conversation().to_string(),
-        id: item.id.clone(),
-        group: item.group.clone(),
-        adversarial: item.adversarial,
-        gold: item.gold.iter().map(turn).collect(),
-        modes,
+        .map(|&mode| Ok(m.cx().rejection_threshold(mode)?.map(f64::from)))
+        .collect::<Result<_>>()?;
+    let (mut gnn, mut gnn_trained) = (None, Vec::new());
+    if options.modes.contains(&Mode::SynapseGnn) {
+        let model = GnnRerank(m.cx()).model()?;
+        let t = &model.card.training;
+        gnn_trained = t.train.conversations.iter().chain(&t.val.conversations).cloned().collect();
+        gnn = Some(GnnModel {
+            weights: model.source.clone(),
+            features: model.card.features,
+            weight: rc.gnn.weight.unwrap_or(model.card.weight),
+        });
     }
+    let gate_trained = match rc.gate {
+        Gate::Learned => LearnedGate(m.cx()).model()?.model.training.conversations.clone(),
+        _ => Vec::new(),
+    };
+    Ok((Models { thresholds, gnn }, gnn_trained, gate_trained))
 }
 
-/// The groups whose evidence is the turn that states a kind: BEAM's abilities that test a
-/// standing instruction and a stated preference.
-const KIND_GROUPS: [(&str, Kind); 2] =
-    [("instruction_following", Kind::Instruction), ("preference_following", Kind::Preference)];
+/// One conversation's kinds, its [`KindTally`]s and (filled in by [`index_use`]) its index.
+type Facts = (BTreeMap<String, usize>, Vec<KindTally>, Option<IndexTally>);
 
-/// The kinds of `memories`' turns, and what the kind rule finds of the evidence of the
-/// [`KIND_GROUPS`] among `items`.
-fn kinds_use(memories: &[Memory], items: &[Item]) -> KindsUse {
+/// Each memory's kinds of turns, and what the kind rule finds of the evidence of its
+/// questions in the [`KIND_GROUPS`](figures::KIND_GROUPS).
+fn conversation_facts(memories: &[Memory], questions: &[QuestionRun]) -> Vec<Facts> {
     fn of_turns(m: &Memory) -> impl Iterator<Item = Kind> + '_ {
         let (turns, kinds) = (m.turns(), m.kinds());
         (0..turns.len()).filter(move |&e| turns[e] as usize == e).map(move |e| kinds[e])
     }
-    let mut counts = BTreeMap::new();
-    for kind in memories.iter().flat_map(of_turns) {
-        *counts.entry(kind.as_str().to_string()).or_insert(0) += 1;
-    }
-    let labelled = KIND_GROUPS
+    memories
         .iter()
-        .filter_map(|&(group, kind)| {
-            let asked: Vec<&Item> = items.iter().filter(|i| i.group == group && !i.gold.is_empty()).collect();
-            if asked.is_empty() {
-                return None;
+        .enumerate()
+        .map(|(at, memory)| {
+            let mut counts = BTreeMap::new();
+            for kind in of_turns(memory) {
+                *counts.entry(kind.as_str().to_string()).or_insert(0) += 1;
             }
-            let is = |m: usize, e: u32| memories[m].kinds()[e as usize] == kind;
-            let mut turns: Vec<(usize, u32)> =
-                asked.iter().flat_map(|i| i.gold.iter().map(|&e| (i.memory, e))).collect();
-            turns.sort_unstable();
-            turns.dedup();
-            let mut evaluated: Vec<usize> = asked.iter().map(|i| i.memory).collect();
-            evaluated.sort_unstable();
-            evaluated.dedup();
-            Some(KindFound {
-                group: group.to_string(),
-                kind: kind.as_str().to_string(),
-                questions: asked.len(),
-                found: asked.iter().filter(|i| i.gold.iter().any(|&e| is(i.memory, e))).count(),
-                turns: turns.len(),
-                turns_found: turns.iter().filter(|&&(m, e)| is(m, e)).count(),
-                predicted: evaluated.iter().flat_map(|&m| of_turns(&memories[m])).filter(|&k| k == kind).count(),
-            })
+            let is = |e: u32| memory.kinds()[e as usize];
+            let labelled = figures::KIND_GROUPS
+                .iter()
+                .filter_map(|&(group, kind)| {
+                    let asked: Vec<&QuestionRun> = questions
+                        .iter()
+                        .filter(|q| q.conversation == at && q.group == group && !q.gold.is_empty())
+                        .collect();
+                    if asked.is_empty() {
+                        return None;
+                    }
+                    let mut turns: Vec<u32> = asked.iter().flat_map(|q| q.gold.iter().copied()).collect();
+                    turns.sort_unstable();
+                    turns.dedup();
+                    Some(KindTally {
+                        group: group.to_string(),
+                        kind: kind.as_str().to_string(),
+                        questions: asked.len(),
+                        found: asked.iter().filter(|q| q.gold.iter().any(|&e| is(e) == kind)).count(),
+                        turns: turns.len(),
+                        turns_found: turns.iter().filter(|&&e| is(e) == kind).count(),
+                        predicted: of_turns(memory).filter(|&k| k == kind).count(),
+                    })
+                })
+                .collect();
+            (counts, labelled, None)
         })
-        .collect();
-    KindsUse { memories: counts, labelled }
+        .collect()
 }
 
-/// Builds the dense index of every memory that gets one (timed, so no question pays for it)
-/// and measures the recall of the questions' true dense anchors; `None` when no memory has one.
-fn index_use(memories: &[&Memory], refs: &[(usize, &Query)]) -> Option<IndexUse> {
+/// Builds the dense index of every memory that gets one (timed, so no question pays for it),
+/// measures the recall of the questions' true dense anchors, puts each memory's in its facts;
+/// returns the time the indices took to build, ms.
+fn index_use(memories: &[&Memory], refs: &[(usize, &Query)], facts: &mut [Facts]) -> f64 {
+    use rayon::prelude::*;
     let t0 = Instant::now();
-    let bytes: Vec<usize> = memories.iter().filter_map(|m| m.dense_index().map(|i| i.bytes())).collect();
-    if bytes.is_empty() {
-        return None;
+    for (m, fact) in memories.iter().zip(facts.iter_mut()) {
+        fact.2 = m.dense_index().map(|i| IndexTally { bytes: i.bytes(), questions: 0, found: 0, wanted: 0 });
     }
     let build_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let (anchor_recall, questions) = dense_anchor_recall(memories, refs);
-    Some(IndexUse { memories: bytes.len(), bytes: bytes.iter().sum(), build_ms, questions, anchor_recall })
+    let recall: Vec<(usize, (usize, usize))> =
+        refs.par_iter().filter_map(|&(m, q)| memories[m].cx().dense_anchor_recall(q).map(|r| (m, r))).collect();
+    for (m, (found, wanted)) in recall {
+        if let Some(t) = facts[m].2.as_mut() {
+            t.questions += 1;
+            t.found += found;
+            t.wanted += wanted;
+        }
+    }
+    build_ms
 }
 
 /// Share of the true dense anchors (by a scan) that the dense indices give, over the queries
@@ -542,174 +512,6 @@ pub fn in_calibration_split(conversation: &str, question: &str) -> bool {
         h = h.wrapping_mul(0x100000001b3);
     }
     h.is_multiple_of(10)
-}
-
-/// The threshold rejecting the most adversarial questions of the split while refusing at
-/// most `max_false_refusal` of its answerable ones (the lowest such threshold on ties).
-fn calibrate(items: &[&Item], m: usize, max_false_refusal: f64) -> Option<f64> {
-    let (answerable, adversarial) = confidences(items, m)?;
-    if adversarial.is_empty() || answerable.is_empty() {
-        return None;
-    }
-    let mut candidates: Vec<f64> = adversarial.iter().chain(&answerable).copied().collect();
-    candidates.sort_by(f64::total_cmp);
-    candidates.dedup();
-    let mut best: Option<(usize, f64)> = None;
-    // Rejecting means confidence < threshold; a candidate just above a value rejects it.
-    for c in candidates.iter().map(|c| next_up(*c)).chain([candidates[0]]) {
-        let refused = answerable.iter().filter(|&&x| x < c).count() as f64 / answerable.len() as f64;
-        if refused > max_false_refusal {
-            continue;
-        }
-        let rejected = adversarial.iter().filter(|&&x| x < c).count();
-        if best.is_none_or(|(r, t)| rejected > r || (rejected == r && c < t)) {
-            best = Some((rejected, c));
-        }
-    }
-    best.map(|(_, t)| t)
-}
-
-/// Mode `m`'s confidences of the answerable and of the adversarial questions of `items`; none
-/// for a column without a gate (a peer).
-fn confidences(items: &[&Item], m: usize) -> Option<(Vec<f64>, Vec<f64>)> {
-    let of = |adversarial: bool| -> Option<Vec<f64>> {
-        items.iter().filter(|i| i.adversarial == adversarial).map(|i| i.outcomes[m].confidence).collect()
-    };
-    Some((of(false)?, of(true)?))
-}
-
-fn next_up(x: f64) -> f64 {
-    if x.is_finite() { x + x.abs().max(1e-12) * 1e-9 } else { x }
-}
-
-/// The gate's figures for these confidences, rejecting below `threshold`.
-fn gate_report(answerable: &[f64], adversarial: &[f64], threshold: Option<f64>) -> GateReport {
-    let rate =
-        |xs: &[f64], t: f64| (!xs.is_empty()).then(|| xs.iter().filter(|&&x| x < t).count() as f64 / xs.len() as f64);
-    GateReport {
-        threshold,
-        rejection_rate: threshold.and_then(|t| rate(adversarial, t)),
-        false_refusal_rate: threshold.and_then(|t| rate(answerable, t)),
-        auc: auc(answerable, adversarial),
-        adversarial: adversarial.len(),
-        answerable: answerable.len(),
-        at: rates::GATE_LIMITS
-            .iter()
-            .map(|&limit| {
-                let t = crate::knowing::threshold_for(answerable, limit);
-                rates::OperatingPoint {
-                    max_false_refusal: limit,
-                    refused: rate(answerable, t).unwrap_or(0.0),
-                    rejected: rate(adversarial, t).unwrap_or(0.0),
-                }
-            })
-            .collect(),
-        curve: rates::rates_by_threshold(answerable, adversarial),
-        reliability: rates::reliability(answerable, adversarial),
-    }
-}
-
-fn mode_report(items: &[&Item], m: usize, threshold: Option<f64>, top_k: usize) -> ModeReport {
-    let mut by_group: BTreeMap<String, Vec<&Item>> = BTreeMap::new();
-    for item in items.iter().filter(|i| !i.adversarial && !i.gold.is_empty()) {
-        by_group.entry(item.group.clone()).or_default().push(item);
-        by_group.entry(ANSWERABLE_GROUP.to_string()).or_default().push(item);
-    }
-    let groups = by_group.into_iter().map(|(g, list)| (g, group_report(&list, m, top_k))).collect();
-    let gate = confidences(items, m).map_or_else(GateReport::default, |(answerable, adversarial)| {
-        gate_report(&answerable, &adversarial, threshold)
-    });
-    let mut tokens: Vec<f64> = items.iter().map(|i| i.outcomes[m].tokens as f64).collect();
-    let mut millis: Vec<f64> = items.iter().map(|i| i.outcomes[m].millis).collect();
-    let l = latency(&mut tokens);
-    let mut handed_tokens: Vec<f64> = items.iter().map(|i| i.outcomes[m].handed_tokens as f64).collect();
-    let mut handed: Vec<f64> = items.iter().map(|i| i.outcomes[m].handed as f64).collect();
-    let (ht, h) = (latency(&mut handed_tokens), latency(&mut handed));
-    ModeReport {
-        groups,
-        gate,
-        context_tokens: Mean { mean: l.mean, p50: l.p50 },
-        handed_tokens: Mean { mean: ht.mean, p50: ht.p50 },
-        handed: Mean { mean: h.mean, p50: h.p50 },
-        latency_ms: latency(&mut millis),
-        gpu_batch: None,
-    }
-}
-
-fn group_report(items: &[&Item], m: usize, top_k: usize) -> GroupReport {
-    let n = items.len();
-    let mut curve = vec![0.0; top_k];
-    let mut hit_10 = 0.0;
-    let mut handed_recall = 0.0;
-    let mut newest_first = NewestFirst::default();
-    for item in items {
-        let ranked = &item.outcomes[m].ranked;
-        if let Some(&newest) = item.gold.iter().max()
-            && item.gold.len() >= 2
-        {
-            newest_first.questions += 1;
-            let rank = |e: &u32| ranked.iter().position(|r| r == e).unwrap_or(usize::MAX);
-            let at = rank(&newest);
-            if at != usize::MAX && item.gold.iter().all(|g| *g == newest || rank(g) > at) {
-                newest_first.first += 1;
-            }
-        }
-        // Each gold turn counts once, however many of its passages are returned.
-        let mut found: Vec<u32> = Vec::new();
-        for (k, slot) in curve.iter_mut().enumerate() {
-            if let Some(e) = ranked.get(k)
-                && item.gold.contains(e)
-                && !found.contains(e)
-            {
-                found.push(*e);
-            }
-            let found = found.len();
-            *slot += found as f64 / item.gold.len() as f64;
-        }
-        if ranked.iter().take(10).any(|e| item.gold.contains(e)) {
-            hit_10 += 1.0;
-        }
-        let handed = &ranked[..item.outcomes[m].handed.min(ranked.len())];
-        let mut found: Vec<&u32> = handed.iter().filter(|e| item.gold.contains(e)).collect();
-        found.sort_unstable();
-        found.dedup();
-        handed_recall += found.len() as f64 / item.gold.len() as f64;
-    }
-    let denominator = n.max(1) as f64;
-    curve.iter_mut().for_each(|x| *x /= denominator);
-    let at = |k: usize| curve.get(k - 1).or(curve.last()).copied().unwrap_or(0.0);
-    GroupReport {
-        n,
-        recall_5: at(5),
-        recall_10: at(10),
-        recall_25: at(25),
-        recall_30: at(30),
-        hit_10: hit_10 / denominator,
-        recall_handed: handed_recall / denominator,
-        recall_curve: curve,
-        newest_first,
-    }
-}
-
-/// Nearest-rank percentiles and mean (all 0 for no values).
-pub fn latency(values: &mut [f64]) -> Latency {
-    if values.is_empty() {
-        return Latency { p50: 0.0, p95: 0.0, mean: 0.0 };
-    }
-    values.sort_by(f64::total_cmp);
-    Latency {
-        p50: percentile(values, 0.5),
-        p95: percentile(values, 0.95),
-        mean: values.iter().sum::<f64>() / values.len() as f64,
-    }
-}
-
-/// The nearest-rank `q`-quantile of ascending `sorted` values (0 when there are none).
-pub fn percentile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    sorted[((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1]
 }
 
 #[cfg(test)]

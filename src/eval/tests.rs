@@ -1,18 +1,22 @@
 //! Tests of the evaluation's figures: recall and hit@k per group, a turn's passages counted
 //! once, the calibration of τ_gate, the calibration split, the group names. Tests only.
 
+use super::figures::{calibrate, group_report};
 use super::*;
 
-fn item(adversarial: bool, gold: Vec<u32>, ranked: Vec<u32>, confidence: f64) -> Item {
-    Item {
-        memory: 0,
+fn item(adversarial: bool, gold: Vec<u32>, ranked: Vec<u32>, confidence: f64) -> QuestionRun {
+    QuestionRun {
+        conversation: 0,
         id: "q".into(),
         group: "g".into(),
         adversarial,
+        gold_turns: gold.iter().map(|g| format!("D1:{g}")).collect(),
         gold,
         calibration: false,
+        embed_ms: 1.0,
         outcomes: vec![Outcome {
-            via: ranked.clone(),
+            via: ranked.iter().map(|r| format!("D1:{r}")).collect(),
+            returned: ranked.iter().map(|r| format!("D1:{r}")).collect(),
             handed: ranked.len(),
             ranked,
             confidence: Some(confidence),
@@ -47,12 +51,12 @@ fn a_turn_returned_as_several_passages_counts_once() {
 #[test]
 fn calibration_keeps_false_refusals_under_the_limit() {
     // 20 answerable at 0.3 … 0.49 plus one outlier at 0.05; adversarial at 0.1, 0.2, 0.35.
-    let mut items: Vec<Item> = (0..20).map(|i| item(false, vec![], vec![], 0.3 + i as f64 * 0.01)).collect();
+    let mut items: Vec<QuestionRun> = (0..20).map(|i| item(false, vec![], vec![], 0.3 + i as f64 * 0.01)).collect();
     items.push(item(false, vec![], vec![], 0.05));
     for c in [0.1, 0.2, 0.35] {
         items.push(item(true, vec![], vec![], c));
     }
-    let refs: Vec<&Item> = items.iter().collect();
+    let refs: Vec<&QuestionRun> = items.iter().collect();
     // 1 of 21 answerable (4.8%) may be refused: the threshold rises just above 0.3's neighbours
     // only while at most one is below it.
     let t = calibrate(&refs, 0, 0.05).unwrap();

@@ -54,7 +54,7 @@ impl Default for GpuConfig {
 }
 
 /// What an adapter is.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AdapterDescription {
     /// Adapter name ("NVIDIA H200", "llvmpipe (LLVM 15.0.6, 256 bits)").
     pub name: String,

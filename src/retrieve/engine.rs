@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use rayon::prelude::*;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::rerank::relevance_on_gpu;
 use super::timeline::Timeline;
@@ -23,7 +23,7 @@ use crate::gpu::ranker::{RankQuery, Ranker};
 use crate::gpu::{AdapterDescription, Backend, Gpu, GpuConfig};
 
 /// The backend an engine runs on, and why.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Choice {
     /// `cpu` or `gpu`.
     pub backend: Backend,
@@ -40,7 +40,7 @@ impl std::fmt::Display for Choice {
 }
 
 /// What happened to one batch.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct BatchReport {
     /// Queries in the batch.
     pub queries: usize,

@@ -121,7 +121,7 @@ impl Location {
     /// Bytes of every file or object under the store, old Lance versions included.
     pub async fn size(&self) -> Result<u64> {
         match &self.0 {
-            Place::Dir(p) => super::open::dir_size(p),
+            Place::Dir(p) => dir_size(p),
             Place::Remote(r) => Ok(r.list("").await?.iter().map(|(_, size)| size).sum()),
         }
     }
@@ -256,4 +256,27 @@ fn object_store_for(url: &url::Url, text: &str) -> Result<Arc<dyn ObjectStore>> 
         }
     };
     built.map_err(|e| Error::InvalidArgument(format!("store '{text}': {e}")))
+}
+
+/// Bytes of every file under `root` (0 when it does not exist).
+pub fn dir_size(root: &Path) -> Result<u64> {
+    let mut total = 0;
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(Error::io(&dir, e)),
+        };
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io(&dir, e))?;
+            let meta = entry.metadata().map_err(|e| Error::io(entry.path(), e))?;
+            if meta.is_dir() {
+                stack.push(entry.path());
+            } else {
+                total += meta.len();
+            }
+        }
+    }
+    Ok(total)
 }

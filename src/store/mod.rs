@@ -33,9 +33,9 @@ mod tests;
 mod txn;
 
 pub use lease::{LEASE_ENV, LEASE_MS};
-pub use location::Location;
+pub use location::{Location, dir_size};
 pub use manifest::{EMBEDDING_MODEL, STORE_FORMAT};
-pub use open::{ConversationSummary, DEFAULT_STORE_DIR, Episode, STORE_ENV, Store, StoreInfo, dir_size, resolve_store};
+pub use open::{ConversationSummary, DEFAULT_STORE_DIR, Episode, STORE_ENV, Store, StoreInfo, resolve_store};
 pub use rows::{Access, HistoryEvent};
 pub use schema::Table;
 pub use txn::{WriteTxn, Writer};

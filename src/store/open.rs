@@ -772,26 +772,3 @@ pub(super) async fn check_unborn(root: &Location) -> Result<()> {
     }
     Ok(())
 }
-
-/// Bytes of every file under `root` (0 when it does not exist).
-pub fn dir_size(root: &Path) -> Result<u64> {
-    let mut total = 0;
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let entries = match std::fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(Error::io(&dir, e)),
-        };
-        for entry in entries {
-            let entry = entry.map_err(|e| Error::io(&dir, e))?;
-            let meta = entry.metadata().map_err(|e| Error::io(entry.path(), e))?;
-            if meta.is_dir() {
-                stack.push(entry.path());
-            } else {
-                total += meta.len();
-            }
-        }
-    }
-    Ok(total)
-}

@@ -23,4 +23,5 @@ mod retrieve;
 mod s3;
 mod scale;
 mod serve;
+mod shard;
 mod tidy;

@@ -4,7 +4,6 @@
 //! Owns the demo's steps and its choice of what an answer shows (what a search hands over, the
 //! best five). Must not format output.
 
-use myelin::store::Location;
 use std::time::Instant;
 
 use myelin::config::Config;
@@ -13,7 +12,7 @@ use myelin::pipeline::load_embedder;
 use myelin::retrieve::Query;
 use myelin::retrieve::bm25::Analyzer;
 use myelin::retrieve::engine::Engine;
-use myelin::store::Store;
+use myelin::store::{Location, Store};
 
 use super::{ingest, stats};
 use crate::cli::Globals;

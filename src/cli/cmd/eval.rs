@@ -1,10 +1,12 @@
 //! `myelin eval`: ingest what the data set needs, run every question through the modes, show
-//! the report and write the files asked for (JSON, SVG plot, per-question lines).
+//! the report and write the files asked for (JSON, SVG plot, per-question lines); with
+//! `--shard I/N`, only that shard's conversations of a store made ready before, its part
+//! written for `myelin eval-merge`; with `--prepare-only`, only the store made ready.
 //!
-//! Owns the command's steps and its files. Must not compute a figure (`myelin::eval` does) nor
-//! format a table (render does).
+//! Owns the command's steps and its files (also `eval-merge`'s: [`write_report`]). Must not
+//! compute a figure (`myelin::eval` does) nor format a table (render does).
 
-use myelin::store::Location;
+use std::path::Path;
 use std::time::Instant;
 
 use anyhow::Context;
@@ -12,11 +14,12 @@ use myelin::config::Config;
 use myelin::conversation::SourceFormat;
 use myelin::embed::Embedder;
 use myelin::eval::peer::PeerRuns;
-use myelin::eval::{EvalOptions, evaluate};
+use myelin::eval::shard::{Part, Shard, selection};
+use myelin::eval::{EvalOptions, Report, evaluate, measure};
 use myelin::pipeline::load_embedder;
-use myelin::prepare::{Inputs, prepare};
+use myelin::prepare::{Inputs, prepare, prepared};
 use myelin::retrieve::Mode;
-use myelin::store::Store;
+use myelin::store::{Location, Store};
 
 use crate::cli::Globals;
 use crate::cli::flags::EvalArgs;
@@ -41,7 +44,16 @@ pub fn run(args: EvalArgs, mut config: Config, g: &Globals) -> anyhow::Result<()
         per_question: args.per_question.is_some(),
         peers,
     };
-    g.runtime.block_on(eval(&g.store, &config, &args, &options, g.quiet))
+    match args.shard {
+        Some(shard) => g.runtime.block_on(eval_shard(shard, &g.store, &config, &args, &options, g.quiet)),
+        None => g.runtime.block_on(eval(&g.store, &config, &args, &options, g.quiet)),
+    }
+}
+
+/// The conversations a run is over, as the flags name them.
+fn inputs(args: &EvalArgs) -> Inputs<'_> {
+    let expected = if args.dataset == "locomo" { SourceFormat::Locomo } else { SourceFormat::Beam };
+    Inputs { paths: std::slice::from_ref(&args.path), only: &args.conversations, expected: Some(expected) }
 }
 
 async fn eval(
@@ -52,29 +64,97 @@ async fn eval(
     quiet: bool,
 ) -> anyhow::Result<()> {
     let started = Instant::now();
-    let expected = if args.dataset == "locomo" { SourceFormat::Locomo } else { SourceFormat::Beam };
     let embedder = load_embedder(config)?;
-    let inputs =
-        Inputs { paths: std::slice::from_ref(&args.path), only: &args.conversations, expected: Some(expected) };
-    let ids = prepare_noting(store_dir, inputs, &embedder, config, quiet).await?;
+    let ids = prepare_noting(store_dir, inputs(args), &embedder, config, quiet).await?;
+    if args.prepare_only {
+        eprintln!("the store is ready for the {} conversations of this run", ids.len());
+        return Ok(());
+    }
     let store = Store::open(store_dir).await?;
     let progress = render::progress_bar(quiet, "questions")?;
     let report = evaluate(&store, &args.dataset, &ids, &embedder, config, options, &progress).await?;
     render::eval_notes(&report);
     render::eval_report(&report);
-    if let Some(path) = &args.json {
-        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+    let files = Files {
+        json: args.json.as_deref(),
+        plot: args.plot.as_deref(),
+        gate_plot: args.gate_plot.as_deref(),
+        per_question: args.per_question.as_deref(),
+    };
+    write_report(&report, &files)?;
+    eprintln!("evaluated in {:.1} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// One shard: the run's conversations read from the inputs, the shard's dealt by their
+/// question counts in the store, measured, its tables shown and its part written to `--json`.
+async fn eval_shard(
+    shard: Shard,
+    store_dir: &Location,
+    config: &Config,
+    args: &EvalArgs,
+    options: &EvalOptions,
+    quiet: bool,
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let ids = prepared(store_dir, inputs(args), config).await.with_context(|| {
+        format!("--shard {shard} reads the store and never writes it: run this eval once with --prepare-only first")
+    })?;
+    let store = Store::open(store_dir).await?;
+    let selection = selection(&store, &ids).await?;
+    let mine = shard.select(&selection);
+    let embedder = load_embedder(config)?;
+    let progress = render::progress_bar(quiet, "questions")?;
+    let run = measure(&store, &args.dataset, &mine, &embedder, config, options, &progress).await?;
+    let report = run.report(false)?;
+    render::eval_notes(&report);
+    render::eval_report(&report);
+    let path = args.json.as_deref().context("--shard writes its part to --json")?;
+    let part = Part::new(shard, selection, run);
+    // Written beside and renamed over: a shard that dies leaves no part a merge could take.
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    std::fs::write(&partial, serde_json::to_string(&part)?).with_context(|| format!("writing {}", path.display()))?;
+    std::fs::rename(&partial, path).with_context(|| format!("writing {}", path.display()))?;
+    eprintln!(
+        "shard {shard}: {} of the run's {} conversations, {} questions, in {:.1} s; its part is {} (join the \
+         parts with myelin eval-merge)",
+        mine.len(),
+        ids.len(),
+        part.run.questions.len(),
+        started.elapsed().as_secs_f64(),
+        path.display()
+    );
+    Ok(())
+}
+
+/// Where an evaluation's report goes besides the screen; each file only when named.
+pub struct Files<'a> {
+    /// The report as JSON.
+    pub json: Option<&'a Path>,
+    /// Recall@k against k, SVG.
+    pub plot: Option<&'a Path>,
+    /// The gate's rates against its threshold, SVG.
+    pub gate_plot: Option<&'a Path>,
+    /// One JSON line per reported question.
+    pub per_question: Option<&'a Path>,
+}
+
+/// Writes `report` to the files named (`eval`'s, and `eval-merge`'s for the merged report).
+pub fn write_report(report: &Report, files: &Files<'_>) -> anyhow::Result<()> {
+    if let Some(path) = files.json {
+        std::fs::write(path, serde_json::to_string_pretty(report)?)
             .with_context(|| format!("writing {}", path.display()))?;
     }
-    if let Some(path) = &args.plot {
-        let svg = render::eval_plot(&report).map_err(|e| anyhow::anyhow!("drawing {}: {e}", path.display()))?;
+    if let Some(path) = files.plot {
+        let svg = render::eval_plot(report).map_err(|e| anyhow::anyhow!("drawing {}: {e}", path.display()))?;
         std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
     }
-    if let Some(path) = &args.gate_plot {
-        let svg = render::eval_gate_plot(&report).map_err(|e| anyhow::anyhow!("drawing {}: {e}", path.display()))?;
+    if let Some(path) = files.gate_plot {
+        let svg = render::eval_gate_plot(report).map_err(|e| anyhow::anyhow!("drawing {}: {e}", path.display()))?;
         std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
     }
-    if let Some(path) = &args.per_question {
+    if let Some(path) = files.per_question {
         let mut lines = String::new();
         for q in &report.per_question {
             lines.push_str(&serde_json::to_string(q)?);
@@ -82,7 +162,6 @@ async fn eval(
         }
         std::fs::write(path, lines).with_context(|| format!("writing {}", path.display()))?;
     }
-    eprintln!("evaluated in {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
 }
 

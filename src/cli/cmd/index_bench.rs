@@ -4,7 +4,6 @@
 //! Owns loading the memory and embedding the questions. Must not measure anything itself
 //! (`myelin::bench::index_bench` does) nor format the table (render does).
 
-use myelin::store::Location;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -14,7 +13,7 @@ use myelin::embed::EMBEDDING_DIM;
 use myelin::pipeline::load_embedder;
 use myelin::retrieve::bm25::Analyzer;
 use myelin::retrieve::{Mode, Query};
-use myelin::store::Store;
+use myelin::store::{Location, Store};
 
 use crate::cli::Globals;
 use crate::cli::flags::IndexBenchArgs;

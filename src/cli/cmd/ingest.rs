@@ -3,12 +3,12 @@
 //! Owns the command's steps and the progress bar of an ingest (also `myelin demo`'s). Must not
 //! read formats or write the store itself (`myelin::ingest` does) nor format the summary.
 
-use myelin::store::Location;
 use std::time::Instant;
 
 use myelin::config::Config;
 use myelin::pipeline::load_embedder;
 use myelin::pipeline::{IngestSummary, LoadedInput, ingest_loaded};
+use myelin::store::Location;
 
 use crate::cli::Globals;
 use crate::cli::flags::IngestArgs;

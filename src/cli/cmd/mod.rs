@@ -8,6 +8,7 @@ pub mod check;
 pub mod demo;
 pub mod embed_bench;
 pub mod eval;
+pub mod eval_merge;
 pub mod index_bench;
 pub mod ingest;
 pub mod load;

@@ -3,7 +3,6 @@
 //!
 //! Owns the command's steps and their timing. Must not format the answer (render does).
 
-use myelin::store::Location;
 use std::time::Instant;
 
 use myelin::config::Config;
@@ -11,7 +10,7 @@ use myelin::pipeline::load_embedder;
 use myelin::retrieve::bm25::Analyzer;
 use myelin::retrieve::engine::Engine;
 use myelin::retrieve::{Mode, Order, Query};
-use myelin::store::Store;
+use myelin::store::{Location, Store};
 
 use crate::cli::Globals;
 use crate::cli::flags::QueryArgs;

@@ -5,13 +5,13 @@
 //! token file (also `myelin load`'s), the listener and the shutdown signal. Must not answer a
 //! route itself (`myelin::serve::http` does).
 
-use myelin::store::Location;
 use std::io::Write;
 use std::path::Path;
 
 use anyhow::Context;
 use myelin::config::Config;
 use myelin::serve::Service;
+use myelin::store::Location;
 
 use crate::cli::Globals;
 use crate::cli::flags::ServeArgs;

@@ -3,9 +3,7 @@
 //!
 //! Owns opening the store read-only for it. Must not format the table (render does).
 
-use myelin::store::Location;
-
-use myelin::store::Store;
+use myelin::store::{Location, Store};
 
 use crate::cli::Globals;
 use crate::cli::flags::StatsArgs;

@@ -4,7 +4,6 @@
 //! Owns the command's steps and its files. Must not train (`myelin::gnn::train` does) nor
 //! format the card's table (render does).
 
-use myelin::store::Location;
 use std::time::Instant;
 
 use anyhow::Context;
@@ -15,7 +14,7 @@ use myelin::gnn::record::TrainOptions;
 use myelin::gnn::relevance::{CARD_FORMAT, Card, card_path};
 use myelin::pipeline::load_embedder;
 use myelin::prepare::Inputs;
-use myelin::store::Store;
+use myelin::store::{Location, Store};
 
 use super::eval::prepare_noting;
 use crate::cli::Globals;
