@@ -59,11 +59,13 @@ PY
   done
 done
 python3 - "$OUT" "$ROUNDS" <<'PY' | tee -a "$OUT/summary.txt"
-import json, sys
+import json, statistics, sys
 out, rounds = sys.argv[1], int(sys.argv[2])
-def p(name, key):
-    return sorted(json.load(open(f"{out}/{name}-{r}.json"))["search"][key] for r in range(1, rounds + 1))[rounds // 2]
+def p(name, key, r):
+    return json.load(open(f"{out}/{name}-{r}.json"))["search"][key]
 for key in ["p50", "p99"]:
-    print(f"S3 / local {key}: {p('s3', key) / p('local', key):.2f}x (median of {rounds} rounds)")
+    ratios = [p("s3", key, r) / p("local", key, r) for r in range(1, rounds + 1)]
+    each = ", ".join(f"{x:.2f}" for x in ratios)
+    print(f"S3 / local {key}: {statistics.median(ratios):.2f}x (median of the rounds' ratios: {each})")
 PY
 echo "results in $OUT" >&2

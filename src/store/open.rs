@@ -3,7 +3,7 @@
 //! It must not write (that is [`WriteTxn`]).
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use arrow_array::{Array, BooleanArray, FixedSizeListArray, Float32Array, ListArray, RecordBatch, UInt64Array};
