@@ -95,8 +95,8 @@ impl Counters {
 
 /// What a read-only service's follower knows of the writer's commits.
 pub(super) struct Follow {
-    /// The generation its scopes are loaded at, and when the writer committed it.
-    loaded: (u64, Option<DateTime<Utc>>),
+    /// The generation its scopes are loaded at.
+    loaded: u64,
     /// The newest generation the last look at `myelin.json` found, and its commit time.
     seen: (u64, Option<DateTime<Utc>>),
     /// When that look was.
@@ -105,7 +105,7 @@ pub(super) struct Follow {
 
 impl Follow {
     pub(super) fn new(generation: u64, at: Option<DateTime<Utc>>) -> Follow {
-        Follow { loaded: (generation, at), seen: (generation, at), checked: std::time::Instant::now() }
+        Follow { loaded: generation, seen: (generation, at), checked: std::time::Instant::now() }
     }
 
     /// A look found generation `g` (committed at `at`; `None`: the one already seen).
@@ -116,9 +116,9 @@ impl Follow {
         }
     }
 
-    /// The scopes are now loaded at generation `g`.
+    /// The scopes are now loaded at generation `g` (committed at `at`).
     pub(super) fn loaded(&mut self, g: u64, at: Option<DateTime<Utc>>) {
-        self.loaded = (g, at);
+        self.loaded = g;
         if g > self.seen.0 {
             self.seen = (g, at);
         }
@@ -126,14 +126,14 @@ impl Follow {
 
     /// How far behind the writer this replica is, at `now`.
     pub(super) fn replica(&self, now: DateTime<Utc>) -> Replica {
-        let behind = self.seen.0.saturating_sub(self.loaded.0);
+        let behind = self.seen.0.saturating_sub(self.loaded);
         // The newest commit not loaded has waited since the writer made it (its clock).
         let lag_ms = match (behind, self.seen.1) {
             (0, _) | (_, None) => 0,
             (_, Some(at)) => (now - at).num_milliseconds().max(0) as u64,
         };
         Replica {
-            generation: self.loaded.0,
+            generation: self.loaded,
             store_generation: self.seen.0,
             behind,
             lag_ms,

@@ -46,6 +46,11 @@ pub(super) struct StoreManifest {
 }
 
 impl StoreManifest {
+    /// When the last write was committed (`None`: never written).
+    pub(super) fn committed_at(&self) -> Option<DateTime<Utc>> {
+        (self.generation > 0).then_some(self.updated_at)
+    }
+
     pub(super) fn empty() -> Self {
         StoreManifest {
             format: STORE_FORMAT,

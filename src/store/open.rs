@@ -201,12 +201,12 @@ impl Store {
     /// The generation `root`'s manifest holds now (0 for a store never written) and when it
     /// was committed: one small read, for a reader that follows a writer's commits.
     pub async fn committed_generation(root: &Location) -> Result<(u64, Option<DateTime<Utc>>)> {
-        Ok(read_manifest(root).await?.map_or((0, None), |(m, _)| (m.generation, Some(m.updated_at))))
+        Ok(read_manifest(root).await?.map_or((0, None), |(m, _)| (m.generation, m.committed_at())))
     }
 
     /// When the last write was committed (`None`: never written).
     pub fn updated_at(&self) -> Option<DateTime<Utc>> {
-        (self.manifest.generation > 0).then_some(self.manifest.updated_at)
+        self.manifest.committed_at()
     }
 
     /// Number of committed writes (0 for a store never written).

@@ -115,16 +115,13 @@ impl Writer {
     /// writer holds it.
     pub async fn acquire(root: impl Into<Location>) -> Result<Writer> {
         let root = root.into();
+        check_unborn(&root).await?;
         let hold = match root.at() {
             At::Dir(dir) => {
                 std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-                check_unborn(&root).await?;
                 Hold::File(lock_dir(&root, dir)?)
             }
-            At::Remote(remote) => {
-                check_unborn(&root).await?;
-                Hold::Lease(Lease::take(&root, remote, holder()).await?)
-            }
+            At::Remote(remote) => Hold::Lease(Lease::take(&root, remote, holder()).await?),
         };
         // A store is born with its manifest, before any dataset: from then on a directory
         // with datasets and no manifest is damage (refused), never an empty store to write.

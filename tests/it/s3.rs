@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::common::{bin, root};
-use crate::serve::{Server, ids, send};
+use crate::serve::{Server, ids, stream_writes};
 
 /// A lease term short enough for the takeover tests (the default is 10 s), long enough for a
 /// test build's command to start and be refused before it runs out.
@@ -260,25 +260,6 @@ fn a_scheme_this_build_cannot_open_is_named() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(err.contains("ftp://host/x") && err.contains("scheme 'ftp'"), "{err}");
-}
-
-/// Adds two messages per request to `addr` until it stops answering; returns the ids of each
-/// acknowledged request.
-fn stream_writes(addr: String, user: &'static str) -> std::thread::JoinHandle<Vec<Vec<String>>> {
-    std::thread::spawn(move || {
-        let mut acked = Vec::new();
-        for i in 0.. {
-            let body = json!({"user_id": user, "messages": [
-                {"role": "user", "content": format!("write {i} first half")},
-                {"role": "user", "content": format!("write {i} second half")},
-            ]});
-            match send(&addr, "POST", "/v1/memories", body.to_string().as_bytes(), None) {
-                Ok((200, v)) => acked.push(ids(&v)),
-                _ => break,
-            }
-        }
-        acked
-    })
 }
 
 fn generation(s3: &S3, bucket: &str) -> u64 {

@@ -281,23 +281,9 @@ fn a_kill_during_a_stream_of_writes_loses_no_acknowledged_write() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = dir.path().join("store");
     let server = Server::start(&store, &[]);
-    let addr = server.addr.clone();
     // A writer that adds two messages per request as fast as it can and records what was
     // acknowledged; the server is killed while it runs.
-    let writer = std::thread::spawn(move || {
-        let mut acked: Vec<Vec<String>> = Vec::new();
-        for i in 0.. {
-            let body = json!({"user_id": "w", "messages": [
-                {"role": "user", "content": format!("write {i} first half")},
-                {"role": "user", "content": format!("write {i} second half")},
-            ]});
-            match send(&addr, "POST", "/v1/memories", body.to_string().as_bytes(), None) {
-                Ok((200, v)) => acked.push(ids(&v)),
-                _ => break,
-            }
-        }
-        acked
-    });
+    let writer = stream_writes(server.addr.clone(), "w");
     let deadline = Instant::now() + Duration::from_secs(120);
     while any_versions(&store) < 6 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
@@ -332,6 +318,25 @@ fn a_kill_during_a_stream_of_writes_loses_no_acknowledged_write() {
         json!({"user_id": "w", "messages": [{"role": "user", "content": "after"}]}),
     );
     assert_eq!(status, 200, "{v}");
+}
+
+/// Adds two messages per request to `addr` (scope `user`) until it stops answering; returns
+/// the ids of each acknowledged request.
+pub(crate) fn stream_writes(addr: String, user: &'static str) -> std::thread::JoinHandle<Vec<Vec<String>>> {
+    std::thread::spawn(move || {
+        let mut acked = Vec::new();
+        for i in 0.. {
+            let body = json!({"user_id": user, "messages": [
+                {"role": "user", "content": format!("write {i} first half")},
+                {"role": "user", "content": format!("write {i} second half")},
+            ]});
+            match send(&addr, "POST", "/v1/memories", body.to_string().as_bytes(), None) {
+                Ok((200, v)) => acked.push(ids(&v)),
+                _ => break,
+            }
+        }
+        acked
+    })
 }
 
 /// Committed writes so far (the generation in the manifest).
