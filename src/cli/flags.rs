@@ -199,20 +199,8 @@ pub struct EvalArgs {
     pub max_false_refusal: f64,
     #[command(flatten)]
     pub tuning: RetrieveFlags,
-    /// Write the report as JSON to this file.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-    /// Draw recall@k against k per mode, one panel per group, to this SVG file.
-    #[arg(long)]
-    pub plot: Option<PathBuf>,
-    /// Draw the gate's two rates (adversarial rejected, answerable refused) against its
-    /// threshold, per mode whose confidences differ, to this SVG file.
-    #[arg(long)]
-    pub gate_plot: Option<PathBuf>,
-    /// Write every reported question's result (gold turns; per mode the turns returned,
-    /// recall@10, confidence, rejection) to this file, one JSON object per line.
-    #[arg(long)]
-    pub per_question: Option<PathBuf>,
+    #[command(flatten)]
+    pub files: ReportFiles,
     /// A peer's answers to the questions of `myelin peer-inputs` (one JSON object per line:
     /// mode, conversation, question, returned episode ids best first, ms), scored beside the
     /// modes as columns of their own; repeatable.
@@ -248,17 +236,26 @@ pub struct EvalMergeArgs {
     /// The parts, one per shard, in any order (`eval … --shard I/N --json part-I.json`).
     #[arg(required = true)]
     pub parts: Vec<PathBuf>,
-    /// Write the merged report as JSON to this file.
+    #[command(flatten)]
+    pub files: ReportFiles,
+}
+
+/// Where an evaluation's report goes besides the screen (`eval`'s and `eval-merge`'s flags);
+/// each file only when named.
+#[derive(Args, Debug)]
+pub struct ReportFiles {
+    /// Write the report as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
     /// Draw recall@k against k per mode, one panel per group, to this SVG file.
     #[arg(long)]
     pub plot: Option<PathBuf>,
-    /// Draw the gate's two rates against its threshold, per mode whose confidences differ, to
-    /// this SVG file.
+    /// Draw the gate's two rates (adversarial rejected, answerable refused) against its
+    /// threshold, per mode whose confidences differ, to this SVG file.
     #[arg(long)]
     pub gate_plot: Option<PathBuf>,
-    /// Write every reported question's result to this file, one JSON object per line.
+    /// Write every reported question's result (gold turns; per mode the turns returned,
+    /// recall@10, confidence, rejection) to this file, one JSON object per line.
     #[arg(long)]
     pub per_question: Option<PathBuf>,
 }

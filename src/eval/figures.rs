@@ -14,7 +14,7 @@ use super::report::{
     Backends, GateReport, GateUse, GnnUse, GroupReport, IndexUse, KindFound, KindsUse, Latency, Mean, ModeReport,
     NewestFirst, QuestionOutcome, QuestionResult, Report,
 };
-use super::run::{KindTally, QuestionRun, Run};
+use super::run::{QuestionRun, Run};
 use crate::conversation::ANSWERABLE_GROUP;
 use crate::error::{Error, Result};
 use crate::kind::Kind;
@@ -166,7 +166,7 @@ impl Run {
             .filter_map(|&(group, kind)| {
                 let tallies: Vec<_> =
                     self.conversations.iter().flat_map(|c| &c.labelled).filter(|t| t.group == group).collect();
-                let sum = |f: fn(&KindTally) -> usize| tallies.iter().map(|t| f(t)).sum::<usize>();
+                let sum = |f: fn(&KindFound) -> usize| tallies.iter().map(|t| f(t)).sum::<usize>();
                 (sum(|t| t.questions) > 0).then(|| KindFound {
                     group: group.to_string(),
                     kind: kind.as_str().to_string(),

@@ -49,9 +49,7 @@ pub use report::{
     NewestFirst, QuestionOutcome, QuestionResult, Report,
 };
 pub use run::Run;
-use run::{
-    ConversationRun, EmbedSettings, GnnModel, IndexTally, KindTally, Models, Outcome, Process, QuestionRun, Settings,
-};
+use run::{ConversationRun, EmbedSettings, GnnModel, IndexTally, Models, Outcome, Process, QuestionRun, Settings};
 
 /// The k of the reported recall@k.
 pub const RECALL_KS: [usize; 4] = [5, 10, 25, 30];
@@ -423,8 +421,8 @@ fn models(
     Ok((Models { thresholds, gnn }, gnn_trained, gate_trained))
 }
 
-/// One conversation's kinds, its [`KindTally`]s and (filled in by [`index_use`]) its index.
-type Facts = (BTreeMap<String, usize>, Vec<KindTally>, Option<IndexTally>);
+/// One conversation's kinds, its [`KindFound`]s and (filled in by [`index_use`]) its index.
+type Facts = (BTreeMap<String, usize>, Vec<KindFound>, Option<IndexTally>);
 
 /// Each memory's kinds of turns, and what the kind rule finds of the evidence of its
 /// questions in the [`KIND_GROUPS`](figures::KIND_GROUPS).
@@ -455,7 +453,7 @@ fn conversation_facts(memories: &[Memory], questions: &[QuestionRun]) -> Vec<Fac
                     let mut turns: Vec<u32> = asked.iter().flat_map(|q| q.gold.iter().copied()).collect();
                     turns.sort_unstable();
                     turns.dedup();
-                    Some(KindTally {
+                    Some(KindFound {
                         group: group.to_string(),
                         kind: kind.as_str().to_string(),
                         questions: asked.len(),

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::rates;
 use crate::gnn::FeatureSet;
@@ -248,8 +248,9 @@ pub struct KindsUse {
     pub labelled: Vec<KindFound>,
 }
 
-/// What the kind rule finds of one group's evidence.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// What the kind rule finds of one group's evidence: in one conversation (its
+/// [`ConversationRun`](super::run::ConversationRun)'s share), or summed over a run's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KindFound {
     /// The group (`instruction_following`).
     pub group: String,

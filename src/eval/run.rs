@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::exact;
+use super::report::KindFound;
 use crate::embed::{EmbedText, Forward, Precision};
 use crate::gnn::FeatureSet;
 use crate::gpu::Backend;
@@ -130,32 +131,13 @@ pub struct ConversationRun {
     pub kinds: BTreeMap<String, usize>,
     /// What the kind rule finds of its questions' evidence, per group whose evidence states a
     /// kind (those it has questions with evidence of).
-    pub labelled: Vec<KindTally>,
+    pub labelled: Vec<KindFound>,
     /// Its dense index, when retrieval ran on the CPU and it has one.
     pub index: Option<IndexTally>,
     /// Whether the learned relevance was trained or validated on it.
     pub gnn_seen: bool,
     /// Whether the learned gate's model was trained on it.
     pub gate_seen: bool,
-}
-
-/// One conversation's share of a [`KindFound`](super::report::KindFound).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct KindTally {
-    /// The group.
-    pub group: String,
-    /// The kind its evidence states.
-    pub kind: String,
-    /// Its questions with evidence.
-    pub questions: usize,
-    /// Of those, how many name a turn of that kind.
-    pub found: usize,
-    /// Distinct evidence turns of the group.
-    pub turns: usize,
-    /// Of those, the ones of the kind.
-    pub turns_found: usize,
-    /// Memories of the kind in the conversation.
-    pub predicted: usize,
 }
 
 /// One conversation's dense index.

@@ -6,7 +6,6 @@
 //! Owns the command's steps and its files (also `eval-merge`'s: [`write_report`]). Must not
 //! compute a figure (`myelin::eval` does) nor format a table (render does).
 
-use std::path::Path;
 use std::time::Instant;
 
 use anyhow::Context;
@@ -22,7 +21,7 @@ use myelin::retrieve::Mode;
 use myelin::store::{Location, Store};
 
 use crate::cli::Globals;
-use crate::cli::flags::EvalArgs;
+use crate::cli::flags::{EvalArgs, ReportFiles};
 use crate::cli::render;
 
 pub fn run(args: EvalArgs, mut config: Config, g: &Globals) -> anyhow::Result<()> {
@@ -41,7 +40,7 @@ pub fn run(args: EvalArgs, mut config: Config, g: &Globals) -> anyhow::Result<()
         modes,
         calibrate: args.calibrate,
         max_false_refusal: args.max_false_refusal,
-        per_question: args.per_question.is_some(),
+        per_question: args.files.per_question.is_some(),
         peers,
     };
     match args.shard {
@@ -75,13 +74,7 @@ async fn eval(
     let report = evaluate(&store, &args.dataset, &ids, &embedder, config, options, &progress).await?;
     render::eval_notes(&report);
     render::eval_report(&report);
-    let files = Files {
-        json: args.json.as_deref(),
-        plot: args.plot.as_deref(),
-        gate_plot: args.gate_plot.as_deref(),
-        per_question: args.per_question.as_deref(),
-    };
-    write_report(&report, &files)?;
+    write_report(&report, &args.files)?;
     eprintln!("evaluated in {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
 }
@@ -109,7 +102,7 @@ async fn eval_shard(
     let report = run.report(false)?;
     render::eval_notes(&report);
     render::eval_report(&report);
-    let path = args.json.as_deref().context("--shard writes its part to --json")?;
+    let path = args.files.json.as_deref().context("--shard writes its part to --json")?;
     let part = Part::new(shard, selection, run);
     // Written beside and renamed over: a shard that dies leaves no part a merge could take.
     let mut partial = path.as_os_str().to_owned();
@@ -128,33 +121,21 @@ async fn eval_shard(
     Ok(())
 }
 
-/// Where an evaluation's report goes besides the screen; each file only when named.
-pub struct Files<'a> {
-    /// The report as JSON.
-    pub json: Option<&'a Path>,
-    /// Recall@k against k, SVG.
-    pub plot: Option<&'a Path>,
-    /// The gate's rates against its threshold, SVG.
-    pub gate_plot: Option<&'a Path>,
-    /// One JSON line per reported question.
-    pub per_question: Option<&'a Path>,
-}
-
 /// Writes `report` to the files named (`eval`'s, and `eval-merge`'s for the merged report).
-pub fn write_report(report: &Report, files: &Files<'_>) -> anyhow::Result<()> {
-    if let Some(path) = files.json {
+pub fn write_report(report: &Report, files: &ReportFiles) -> anyhow::Result<()> {
+    if let Some(path) = &files.json {
         std::fs::write(path, serde_json::to_string_pretty(report)?)
             .with_context(|| format!("writing {}", path.display()))?;
     }
-    if let Some(path) = files.plot {
+    if let Some(path) = &files.plot {
         let svg = render::eval_plot(report).map_err(|e| anyhow::anyhow!("drawing {}: {e}", path.display()))?;
         std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
     }
-    if let Some(path) = files.gate_plot {
+    if let Some(path) = &files.gate_plot {
         let svg = render::eval_gate_plot(report).map_err(|e| anyhow::anyhow!("drawing {}: {e}", path.display()))?;
         std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
     }
-    if let Some(path) = files.per_question {
+    if let Some(path) = &files.per_question {
         let mut lines = String::new();
         for q in &report.per_question {
             lines.push_str(&serde_json::to_string(q)?);

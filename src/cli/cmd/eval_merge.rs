@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use myelin::eval::shard::{Part, merge};
 
-use super::eval::{Files, write_report};
+use super::eval::write_report;
 use crate::cli::flags::EvalMergeArgs;
 use crate::cli::render;
 
@@ -18,16 +18,10 @@ pub fn run(args: EvalMergeArgs) -> anyhow::Result<()> {
     let parts =
         args.parts.iter().map(|path| Ok((path.clone(), Part::read(path)?))).collect::<myelin::Result<Vec<_>>>()?;
     let run = merge(&parts)?;
-    let report = run.report(args.per_question.is_some())?;
+    let report = run.report(args.files.per_question.is_some())?;
     render::eval_notes(&report);
     render::eval_report(&report);
-    let files = Files {
-        json: args.json.as_deref(),
-        plot: args.plot.as_deref(),
-        gate_plot: args.gate_plot.as_deref(),
-        per_question: args.per_question.as_deref(),
-    };
-    write_report(&report, &files)?;
+    write_report(&report, &args.files)?;
     eprintln!(
         "merged {} shards: {} conversations, {} questions, in {:.1} s",
         parts.len(),
