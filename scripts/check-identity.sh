@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Checks that two builds give the same evaluation: `myelin eval locomo` on the LoCoMo
 # development file and `myelin eval beam` on BEAM 100K, every mode, each build on a fresh store,
-# with per-question results. The per-question files must be byte-identical and the JSON reports
-# identical once timing fields are removed
+# with per-question results, compared by `scripts/compare-reports.py`: the per-question files
+# must be byte-identical and the JSON reports identical once timing fields are removed
 # (`latency_ms`, `query_embedding_ms`, `build_ms`, `gpu_batch`: they measure the machine, not
-# the result). Prints one line per data set and exits 1 on any difference, naming the first
+# the result). Prints two lines per data set and exits 1 on any difference, naming the first
 # differing paths.
 #
 #   scripts/check-identity.sh BEFORE_BIN AFTER_BIN [OUT_DIR]
@@ -44,49 +44,10 @@ if [ -n "${REUSE_EMBEDDINGS:-}" ]; then
 else
   run after "$AFTER"
 fi
-python3 - "$OUT" <<'PY'
-import json, sys
-out = sys.argv[1]
-TIMING = {"latency_ms", "query_embedding_ms", "build_ms", "gpu_batch"}
-def strip(v):
-    if isinstance(v, dict):
-        return {k: strip(x) for k, x in v.items() if k not in TIMING}
-    if isinstance(v, list):
-        return [strip(x) for x in v]
-    return v
-def diff(a, b, path, found):
-    if len(found) >= 5:
-        return
-    if type(a) is not type(b):
-        found.append(f"{path}: {a!r} vs {b!r}")
-    elif isinstance(a, dict):
-        for k in sorted(set(a) | set(b)):
-            if k not in a or k not in b:
-                found.append(f"{path}.{k}: only in {'after' if k in b else 'before'}")
-            else:
-                diff(a[k], b[k], f"{path}.{k}", found)
-    elif isinstance(a, list):
-        if len(a) != len(b):
-            found.append(f"{path}: {len(a)} vs {len(b)} items")
-        for i, (x, y) in enumerate(zip(a, b)):
-            diff(x, y, f"{path}[{i}]", found)
-    elif a != b:
-        found.append(f"{path}: {a!r} vs {b!r}")
-bad = False
-for name in ("locomo", "beam"):
-    a = strip(json.load(open(f"{out}/before/{name}.json")))
-    b = strip(json.load(open(f"{out}/after/{name}.json")))
-    same_questions = open(f"{out}/before/{name}.jsonl", "rb").read() == open(f"{out}/after/{name}.jsonl", "rb").read()
-    if not same_questions:
-        bad = True
-        print(f"{name}: per-question results DIFFERENT (cmp {out}/before/{name}.jsonl {out}/after/{name}.jsonl)")
-    if a == b:
-        print(f"{name}: report identical ({len(a['modes'])} modes, {a['questions']} questions; timing fields aside)")
-    else:
-        bad = True
-        found = []
-        diff(a, b, name, found)
-        print(f"{name}: DIFFERENT, first differences:\n  " + "\n  ".join(found))
-sys.exit(1 if bad else 0)
-PY
+bad=0
+for name in locomo beam; do
+  scripts/compare-reports.py "$OUT/before/$name.json" "$OUT/after/$name.json" \
+    "$OUT/before/$name.jsonl" "$OUT/after/$name.jsonl" || bad=1
+done
 echo "reports and stores in $OUT" >&2
+exit "$bad"
