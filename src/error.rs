@@ -85,7 +85,7 @@ pub enum Error {
     /// A caller passed an invalid argument (unknown conversation id, empty query, …).
     #[error("{0}")]
     InvalidArgument(String),
-    /// A memory or scope the caller named does not exist.
+    /// A memory, scope or conversation the caller named does not exist.
     #[error("{0}")]
     NotFound(String),
     /// The service was opened read-only (`serve --read-only`) and was asked to write.

@@ -69,8 +69,8 @@ pub async fn prepare(
 
 /// The ids [`prepare`] would return, without writing anything: the store at `store_root` must
 /// hold every conversation kept (a run that may not write, such as one shard of several
-/// running at once, needs it prepared first). A conversation without a graph is found when
-/// it is loaded.
+/// running at once, needs it prepared first), else [`Error::NotFound`] names those it lacks. A
+/// conversation without a graph is found when it is loaded.
 pub async fn prepared(store_root: impl Into<Location>, inputs: Inputs<'_>, config: &Config) -> Result<Vec<String>> {
     let store_root = &store_root.into();
     let (ids, _) = select(inputs, config)?;
@@ -79,15 +79,13 @@ pub async fn prepared(store_root: impl Into<Location>, inputs: Inputs<'_>, confi
     if missing.is_empty() {
         return Ok(ids);
     }
-    Err(Error::Store {
-        path: store_root.to_path_buf(),
-        message: format!(
-            "holds {} of the {} conversations of this run, not {}: ingest them first",
-            ids.len() - missing.len(),
-            ids.len(),
-            missing.join(", ")
-        ),
-    })
+    Err(Error::NotFound(format!(
+        "store {}: holds {} of the {} conversations of this run, not {}: ingest them first",
+        store_root,
+        ids.len() - missing.len(),
+        ids.len(),
+        missing.join(", ")
+    )))
 }
 
 /// Reads the inputs and keeps the conversations they ask for: their ids in input order, and

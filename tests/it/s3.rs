@@ -242,6 +242,17 @@ fn every_command_opens_a_store_on_s3_and_eval_gives_the_local_report() {
     assert!(on_s3["modes"].as_object().is_some_and(|m| m.len() == 4), "modes: {}", on_s3["mode_order"]);
     same_run(on_s3, on_disk, "eval over S3 against local");
 
+    // A shard whose credentials the server refuses says so, not that the store wants preparing
+    // (a Ray task without the AWS variables of the driver, say).
+    let part = out.path().join("part.json");
+    let shard = ["eval", "locomo", demo, "--backend", "cpu", "--shard", "1/2", "--json", part.to_str().expect("utf-8")];
+    let refused = s3.command(&store, &shard).env("AWS_SECRET_ACCESS_KEY", "not-the-secret").output().expect("runs");
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "a shard with a wrong key succeeded");
+    assert!(err.contains("s3://eval/store/myelin.json") && err.contains("403"), "{err}");
+    assert!(!err.contains("--prepare-only"), "{err}");
+    assert!(!part.exists());
+
     // A question through the store on S3 answers as the local one does.
     let q = ["query", "--conversation", "demo", "What does Caroline do?", "--json"];
     let (a, b) = (s3.ok(&store, &q), crate::common::ok(&local_store, &q));

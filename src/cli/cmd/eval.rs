@@ -90,9 +90,14 @@ async fn eval_shard(
     quiet: bool,
 ) -> anyhow::Result<()> {
     let started = Instant::now();
-    let ids = prepared(store_dir, inputs(args), config).await.with_context(|| {
-        format!("--shard {shard} reads the store and never writes it: run this eval once with --prepare-only first")
-    })?;
+    // Only a store that lacks conversations of the run wants --prepare-only; any other error
+    // (the store unreachable, its credentials refused) is shown as it is.
+    let ids = match prepared(store_dir, inputs(args), config).await {
+        Err(e @ myelin::Error::NotFound(_)) => Err(anyhow::Error::new(e).context(format!(
+            "--shard {shard} reads the store and never writes it: run this eval once with --prepare-only first"
+        ))),
+        ready => ready.map_err(anyhow::Error::from),
+    }?;
     let store = Store::open(store_dir).await?;
     let selection = selection(&store, &ids).await?;
     let mine = shard.select(&selection);
