@@ -21,7 +21,9 @@ The arguments after `--` are the command line of one `myelin eval` (global flags
 
 Prints the wall time of each step and of each shard. The binary is `--binary`, else
 `$CARGO_TARGET_DIR/release/myelin`, else `target/release/myelin` of this repository. The
-environment variables `MYELIN_*` and `RAYON_NUM_THREADS` travel to the tasks.
+environment variables `MYELIN_*` and `RAYON_NUM_THREADS` travel to the tasks, and those named
+by `--env NAME` (repeatable; `--env 'AWS_*'` names every variable that starts so): a store on
+S3 needs the AWS variables on every node, from there or set on the nodes themselves.
 See docs/scale-out.md ("Batch evaluation on Ray").
 """
 
@@ -68,6 +70,11 @@ def split_outputs(args: list[str]) -> tuple[list[str], list[str]]:
     return rest, outputs
 
 
+def travels(name: str, patterns: list[str]) -> bool:
+    """Whether the variable `name` goes to the tasks: a pattern is a name, or a prefix and `*`."""
+    return any(name.startswith(p[:-1]) if p.endswith("*") else name == p for p in patterns)
+
+
 def run(command: list[str], what: str) -> float:
     """Runs `command` in the foreground (its output on ours); its wall time in seconds."""
     started = time.monotonic()
@@ -83,6 +90,13 @@ def main() -> None:
     parser.add_argument("--address", help="a running Ray cluster (default: start a local one)")
     parser.add_argument("--binary", type=Path, default=default_binary(), help="the myelin binary")
     parser.add_argument("--cpus-per-shard", type=float, default=1.0, help="Ray CPUs each task reserves")
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="an environment variable the tasks get from here (NAME, or PREFIX* for all that start so); repeatable",
+    )
     parser.add_argument("eval", nargs=argparse.REMAINDER, help="-- then the eval command line")
     options = parser.parse_args()
     eval_args = options.eval[1:] if options.eval[:1] == ["--"] else options.eval
@@ -97,7 +111,7 @@ def main() -> None:
     if not any(o.split("=", 1)[0] == "--json" for o in outputs):
         print("ray-eval: no --json among the eval arguments: the merged report is only printed", file=sys.stderr)
     cwd = os.getcwd()
-    env = {k: v for k, v in os.environ.items() if k.startswith("MYELIN_") or k == "RAYON_NUM_THREADS"}
+    env = {k: v for k, v in os.environ.items() if travels(k, ["MYELIN_*", "RAYON_NUM_THREADS", *options.env])}
 
     started = time.monotonic()
     prepare_s = run([str(binary), *shard_args, "--prepare-only"], "making the store ready")
